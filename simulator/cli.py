@@ -1,0 +1,122 @@
+"""`eagle-sim`: simulate one placement of a graph file from the shell.
+
+    eagle-sim GRAPH --cluster C (--placement P.json | --device NAME) [--trace out.json] [--json]
+
+`P.json` maps op name -> device name, or is a list of device indices. Bad input of any
+kind ends with one line on stderr naming what was wrong and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from simulator.bounds import bound_terms
+from simulator.cluster import Cluster
+from simulator.cost_model import CostModel
+from simulator.engine import simulate
+from simulator.errors import PlacementError, SimulatorError
+from simulator.graph import IntArray, OpGraph
+from simulator.placement import placement_from_json
+from simulator.result import SimResult, write_chrome_trace
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="eagle-sim",
+        description="Simulate one training step of GRAPH (eagle-graph/1 JSON) with a placement.",
+    )
+    p.add_argument("graph", help="graph file (.json or .json.gz)")
+    p.add_argument(
+        "--cluster",
+        default="p100x4",
+        help=f"built-in name ({', '.join(Cluster.builtin_names())}) or YAML path (default: p100x4)",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--placement",
+        metavar="P.json",
+        help="JSON {op name: device name} or list of device indices",
+    )
+    where.add_argument("--device", metavar="NAME", help="place every op on this device")
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace (open in Perfetto)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def _read_placement(path: str, graph: OpGraph, cluster: Cluster) -> IntArray:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlacementError(f"placement file not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PlacementError(f"{path}: not valid JSON ({e})") from None
+    return placement_from_json(doc, graph, cluster)
+
+
+def _summary(
+    graph: OpGraph, cluster: Cluster, cost: CostModel, result: SimResult, place: IntArray
+) -> str:
+    bound = bound_terms(graph, cluster, cost)
+    status = "valid" if result.valid else f"INVALID ({result.reason})"
+    lines = [
+        f"graph    {graph.name}: {graph.num_ops} ops, {graph.num_edges} edges",
+        f"cluster  {cluster.name}: {cluster.num_devices} devices",
+        f"step     {result.step_time * 1e3:.4f} ms   {status}",
+        f"bound    {bound.value * 1e3:.4f} ms   (step / bound = "
+        f"{result.step_time / bound.value:.2f})"
+        if bound.value > 0
+        else "bound    0",
+        f"copies   {result.comm_bytes / 1e6:.3f} MB between devices",
+        "",
+        f"{'device':<10}{'type':<14}{'ops':>7}{'busy ms':>12}{'util':>7}"
+        f"{'peak GB':>10}{'mem GB':>9}",
+    ]
+    counts = np.bincount(place, minlength=cluster.num_devices)
+    for d, dev in enumerate(cluster.devices):
+        util = result.busy_time[d] / result.step_time if result.step_time > 0 else 0.0
+        lines.append(
+            f"{dev.name:<10}{dev.type:<14}{counts[d]:>7}{result.busy_time[d] * 1e3:>12.4f}"
+            f"{util:>7.0%}{result.peak_memory[d] / 1e9:>10.3f}{dev.memory / 1e9:>9.1f}"
+        )
+    lines.append("")
+    for dev_type, source in sorted(cost.provenance().items()):
+        lines.append(f"cost model: {dev_type}: {source}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        graph = OpGraph.load(args.graph)
+        cluster = Cluster.load(args.cluster)
+        cost = CostModel.default(cluster)
+        if args.device is not None:
+            place = np.full(graph.num_ops, cluster.index(args.device), dtype=np.int64)
+        else:
+            place = _read_placement(args.placement, graph, cluster)
+        result = simulate(graph, place, cluster, cost, trace=args.trace is not None)
+        if args.trace is not None:
+            assert result.trace is not None
+            try:
+                write_chrome_trace(args.trace, result.trace.to_chrome(graph, cluster, place))
+            except OSError as e:
+                raise SimulatorError(f"cannot write trace {args.trace}: {e.strerror}") from None
+    except SimulatorError as e:
+        print(f"eagle-sim: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        doc = result.to_dict(cluster)
+        doc["lower_bound"] = bound_terms(graph, cluster, cost).value
+        print(json.dumps(doc, indent=2))
+    else:
+        print(_summary(graph, cluster, cost, result, place))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

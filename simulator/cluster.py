@@ -1,0 +1,221 @@
+"""Cluster specs: devices (index = device id in a placement) and alpha-beta links.
+
+Loaded from YAML (a path, or the name of a built-in in `simulator/clusters/`), in the
+format of DESIGN.md ("Cluster"). Every link is a directed pair with a latency (alpha,
+seconds) and a bandwidth (beta^-1, bytes/s); `links.default` covers unlisted pairs.
+An optional `device_types:` section adds roofline constants for device types the
+built-in datasheet table does not know (see `simulator.devices.Roofline`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from simulator.devices import Roofline
+from simulator.errors import ClusterError
+from simulator.graph import FloatArray
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `16e9` as a float (YAML 1.1 wants `16.0e+9`)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?$"
+        r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _float_or_int(loader: _Loader, node: yaml.ScalarNode) -> float | int:
+    text = str(loader.construct_scalar(node)).replace("_", "")
+    if re.fullmatch(r"[-+]?[0-9]+", text):
+        return int(text)
+    return float(loader.construct_yaml_float(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _float_or_int)
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    type: str
+    memory: float  # bytes
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """Devices, directed link matrices, and any cluster-defined device types."""
+
+    name: str
+    devices: tuple[Device, ...]
+    latency: FloatArray  # [D, D] seconds; diagonal 0 (same device: no copy)
+    bandwidth: FloatArray  # [D, D] bytes/s; diagonal inf
+    device_types: Mapping[str, Roofline]
+    source: str
+
+    @staticmethod
+    def builtin_names() -> list[str]:
+        folder = resources.files("simulator") / "clusters"
+        return sorted(
+            p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+        )
+
+    @classmethod
+    def load(cls, spec: str | os.PathLike[str]) -> Cluster:
+        """Load a cluster from a YAML path or a built-in name such as `p100x4`."""
+        text = str(spec)
+        if Path(text).is_file():
+            source, raw = text, Path(text).read_text(encoding="utf-8")
+        elif text in cls.builtin_names():
+            source = f"builtin:{text}"
+            raw = (resources.files("simulator") / "clusters" / f"{text}.yaml").read_text("utf-8")
+        elif text.endswith((".yaml", ".yml")) or os.sep in text:
+            raise ClusterError(f"cluster file not found: {text}")
+        else:
+            raise ClusterError(
+                f"unknown cluster {text!r}; built-ins: {', '.join(cls.builtin_names())} "
+                "(or give a path to a cluster YAML file)"
+            )
+        try:
+            doc = yaml.load(raw, Loader=_Loader)
+        except yaml.YAMLError as e:
+            raise ClusterError(f"{source}: not valid YAML ({e})") from None
+        try:
+            return cls.from_dict(doc, source=source)
+        except ClusterError as e:
+            raise ClusterError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_dict(cls, doc: Any, source: str = "dict") -> Cluster:
+        if not isinstance(doc, Mapping):
+            raise ClusterError("a cluster spec must be a mapping with 'devices' and 'links'")
+        devices = _parse_devices(doc.get("devices"))
+        index = {d.name: i for i, d in enumerate(devices)}
+        latency, bandwidth = _parse_links(doc.get("links"), index)
+        raw_types = doc.get("device_types") or {}
+        if not isinstance(raw_types, Mapping):
+            raise ClusterError("'device_types' must map a type name to roofline constants")
+        types = {str(k): Roofline.from_dict(str(k), v) for k, v in raw_types.items()}
+        latency.setflags(write=False)
+        bandwidth.setflags(write=False)
+        return cls(
+            name=str(doc.get("name", "cluster")),
+            devices=devices,
+            latency=latency,
+            bandwidth=bandwidth,
+            device_types=types,
+            source=source,
+        )
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def device_names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    @property
+    def memory(self) -> FloatArray:
+        return np.array([d.memory for d in self.devices], dtype=np.float64)
+
+    def index(self, device_name: str) -> int:
+        for i, d in enumerate(self.devices):
+            if d.name == device_name:
+                return i
+        raise ClusterError(
+            f"no device named {device_name!r} in cluster {self.name!r}; "
+            f"devices: {', '.join(self.device_names)}"
+        )
+
+    def transfer_time(self, nbytes: float, src: int, dst: int) -> float:
+        """Alpha-beta copy time of `nbytes` from device `src` to `dst` (0 if equal)."""
+        if src == dst:
+            return 0.0
+        return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
+
+
+def _positive(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ClusterError(f"{what} must be a number, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ClusterError(f"{what} must be positive, got {value!r}")
+    return float(value)
+
+
+def _parse_devices(raw: Any) -> tuple[Device, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
+    devices: list[Device] = []
+    for i, d in enumerate(raw):
+        if not isinstance(d, Mapping) or not {"name", "type", "memory"} <= d.keys():
+            raise ClusterError(f"devices[{i}] must have 'name', 'type' and 'memory'")
+        name = str(d["name"])
+        if any(x.name == name for x in devices):
+            raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
+        memory = _positive(d["memory"], f"device {name!r} memory")
+        devices.append(Device(name=name, type=str(d["type"]), memory=memory))
+    return tuple(devices)
+
+
+def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatArray]:
+    n = len(index)
+    latency = np.full((n, n), np.nan)
+    bandwidth = np.full((n, n), np.nan)
+    raw = raw or {}
+    if not isinstance(raw, Mapping):
+        raise ClusterError("'links' must be a mapping with 'default' and/or 'pairs'")
+
+    def parse(link: Any, what: str) -> tuple[float, float]:
+        if not isinstance(link, Mapping) or not {"bandwidth", "latency"} <= link.keys():
+            raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
+        lat = link["latency"]
+        if (
+            isinstance(lat, bool)
+            or not isinstance(lat, int | float)
+            or not (math.isfinite(lat) and lat >= 0)
+        ):
+            raise ClusterError(f"{what} latency must be a non-negative number, got {lat!r}")
+        return float(lat), _positive(link["bandwidth"], f"{what} bandwidth")
+
+    if raw.get("default") is not None:
+        lat, bw = parse(raw["default"], "links.default")
+        latency[:], bandwidth[:] = lat, bw
+    for k, pair in enumerate(raw.get("pairs") or []):
+        if not isinstance(pair, Mapping) or not {"src", "dst"} <= pair.keys():
+            raise ClusterError(f"links.pairs[{k}] must have 'src' and 'dst' device names")
+        for end in (pair["src"], pair["dst"]):
+            if end not in index:
+                raise ClusterError(
+                    f"link {pair['src']!r} -> {pair['dst']!r} names unknown device {end!r}; "
+                    f"devices: {', '.join(index)}"
+                )
+        s, d = index[pair["src"]], index[pair["dst"]]
+        if s == d:
+            raise ClusterError(f"link {pair['src']!r} -> {pair['dst']!r} joins a device to itself")
+        latency[s, d], bandwidth[s, d] = parse(pair, f"link {pair['src']!r} -> {pair['dst']!r}")
+    np.fill_diagonal(latency, 0.0)
+    np.fill_diagonal(bandwidth, np.inf)
+    missing = np.argwhere(np.isnan(latency))
+    if len(missing):
+        names = list(index)
+        s, d = missing[0]
+        raise ClusterError(
+            f"no link from {names[s]!r} to {names[d]!r}; add links.default or a pair for it"
+        )
+    return latency, bandwidth

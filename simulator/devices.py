@@ -1,0 +1,143 @@
+"""What each device type can do: roofline records and the built-in datasheet values.
+
+The cost model prices an op it has no measurement for with a roofline (DESIGN.md, "Cost
+model"): `launch_overhead + max(flops / (peak_flops * eff[op class]), bytes / (mem_bandwidth
+* mem_efficiency))`. The constants below are datasheet (or, for this host, quick
+single-measurement) values, labelled by `source`, until `eagle-profile` calibrates them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.errors import ClusterError
+
+OP_CLASSES: tuple[str, ...] = ("matmul", "conv", "attention", "other")
+
+_MATMUL_OPS = frozenset(
+    {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "dot", "mv", "addmv", "einsum"}
+)
+
+
+def op_class(op_type: str) -> str:
+    """The roofline efficiency class of an op type such as `aten.addmm.default`.
+
+    Only a few kernels reach a large share of peak FLOP/s (GEMM, convolution, fused
+    attention); everything else is in practice memory-bound and priced by bytes.
+    """
+    parts = op_type.split(".")
+    base = parts[1] if len(parts) > 1 and parts[0] in ("aten", "prims") else parts[0]
+    if base in _MATMUL_OPS:
+        return "matmul"
+    if "convolution" in base or base.startswith("conv"):
+        return "conv"
+    if "attention" in base:
+        return "attention"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Per-device-type roofline constants; `source` says where the numbers come from."""
+
+    peak_flops: float  # FLOP/s, FP32
+    mem_bandwidth: float  # bytes/s
+    launch_overhead: float  # seconds added to every op
+    efficiency: Mapping[str, float] = field(
+        default_factory=lambda: {"matmul": 0.7, "conv": 0.6, "attention": 0.5, "other": 0.3}
+    )
+    mem_efficiency: float = 0.7
+    source: str = "unspecified"
+
+    def __post_init__(self) -> None:
+        for key in ("peak_flops", "mem_bandwidth"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ClusterError(f"roofline {key} must be a positive number, got {value!r}")
+        if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
+            raise ClusterError(f"roofline launch_overhead must be >= 0, got {self.launch_overhead}")
+        for cls in OP_CLASSES:
+            eff = self.efficiency.get(cls)
+            if eff is None or not 0 < eff <= 1:
+                raise ClusterError(
+                    f"roofline efficiency[{cls!r}] must be in (0, 1], got {eff!r}; "
+                    f"give all of {list(OP_CLASSES)}"
+                )
+        if not 0 < self.mem_efficiency <= 1:
+            raise ClusterError(
+                f"roofline mem_efficiency must be in (0, 1], got {self.mem_efficiency}"
+            )
+
+    @classmethod
+    def from_dict(cls, name: str, d: Mapping[str, Any]) -> Roofline:
+        """Parse a `device_types:` entry of a cluster YAML."""
+        known = {
+            "peak_flops",
+            "mem_bandwidth",
+            "launch_overhead",
+            "efficiency",
+            "mem_efficiency",
+            "source",
+        }
+        if not isinstance(d, Mapping) or not {"peak_flops", "mem_bandwidth"} <= d.keys():
+            raise ClusterError(f"device type {name!r} needs at least peak_flops and mem_bandwidth")
+        unknown = d.keys() - known
+        if unknown:
+            raise ClusterError(
+                f"device type {name!r} has unknown field(s) {sorted(unknown)}; "
+                f"allowed: {sorted(known)}"
+            )
+        try:
+            base = Roofline(peak_flops=1.0, mem_bandwidth=1.0, launch_overhead=0.0)
+            efficiency = {**base.efficiency, **dict(d.get("efficiency", {}))}
+            return Roofline(
+                peak_flops=float(d["peak_flops"]),
+                mem_bandwidth=float(d["mem_bandwidth"]),
+                launch_overhead=float(d.get("launch_overhead", 5e-6)),
+                efficiency={k: float(v) for k, v in efficiency.items()},
+                mem_efficiency=float(d.get("mem_efficiency", base.mem_efficiency)),
+                source=str(d.get("source", "cluster file")),
+            )
+        except (TypeError, ValueError) as e:
+            raise ClusterError(f"device type {name!r}: {e}") from None
+
+
+# Launch overhead: ~5 us per op is the usual framework dispatch + kernel launch cost on
+# both CPU and GPU (assumed, not measured; eagle-profile replaces it with a fit).
+_LAUNCH = 5e-6
+
+DATASHEET: dict[str, Roofline] = {
+    # NVIDIA Tesla P100 PCIe 16 GB datasheet: 9.3 TFLOP/s FP32, 732 GB/s HBM2. The
+    # hierarchical planner's testbed (Mirhoseini et al. 2018, Sec. 3) used P100s.
+    "p100": Roofline(
+        peak_flops=9.3e12,
+        mem_bandwidth=732e9,
+        launch_overhead=_LAUNCH,
+        source="datasheet (NVIDIA Tesla P100 PCIe)",
+    ),
+    # Intel Xeon E5-2699 v3 (Haswell, 18 cores, 2.3 GHz), the "Haswell 2300 CPU with 18
+    # cores" of the same testbed: 18 x 2.3e9 x 32 FP32 FLOP/cycle (2 AVX2 FMA units) =
+    # 1.32 TFLOP/s; 4 channels DDR4-2133 = 68 GB/s (Intel ARK).
+    "haswell-18c": Roofline(
+        peak_flops=1.32e12,
+        mem_bandwidth=68e9,
+        launch_overhead=_LAUNCH,
+        efficiency={"matmul": 0.5, "conv": 0.3, "attention": 0.3, "other": 0.1},
+        source="datasheet (Intel Xeon E5-2699 v3)",
+    ),
+    # One single-threaded CPU worker of this project's 2-core AMD EPYC host (AVX2+FMA).
+    # Quick estimates from one run, 2026-12-01, torch 2.13 with torch.set_num_threads(1):
+    # a 2048^2 fp32 matmul ran at 55 GFLOP/s and a 256 MB tensor copy moved 23 GB/s
+    # (read + write). Calibration (eagle-profile) replaces them.
+    "cpu-worker": Roofline(
+        peak_flops=55e9,
+        mem_bandwidth=23e9,
+        launch_overhead=_LAUNCH,
+        efficiency={"matmul": 1.0, "conv": 0.6, "attention": 0.6, "other": 0.2},
+        mem_efficiency=1.0,
+        source="estimate (one quick single-thread measurement of this host)",
+    ),
+}

@@ -1,0 +1,118 @@
+"""Placements: one device index per op. Checking them, reading them from JSON, colocation.
+
+A malformed placement (wrong length, index out of range, unknown op or device name) is
+a `PlacementError`; a placement that runs out of memory or splits a colocation group is
+not an error but an invalid simulation result (DESIGN.md, rule 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simulator.cluster import Cluster
+from simulator.errors import PlacementError
+from simulator.graph import IntArray, OpGraph
+
+
+def _as_indices(array: npt.NDArray[Any]) -> IntArray:
+    if np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64, copy=False)
+    if np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)):
+        return array.astype(np.int64)
+    raise PlacementError(f"placement must hold integer device indices, got dtype {array.dtype}")
+
+
+def _out_of_range(graph: OpGraph, cluster: Cluster, array: IntArray, prefix: str) -> None:
+    bad = np.argwhere((array < 0) | (array >= cluster.num_devices))
+    if len(bad):
+        *b, i = bad[0]
+        where = f"placement {b[0]}: " if b else prefix
+        raise PlacementError(
+            f"{where}op {graph.names[i]!r} is placed on device {array[tuple(bad[0])]}, but "
+            f"cluster {cluster.name!r} has devices 0..{cluster.num_devices - 1}"
+        )
+
+
+def check_placement(graph: OpGraph, cluster: Cluster, placement: npt.ArrayLike) -> IntArray:
+    """Return `placement` as an int64 array of length num_ops, or raise PlacementError."""
+    try:
+        array = np.asarray(placement)
+    except (TypeError, ValueError) as e:
+        raise PlacementError(f"placement is not an array of device indices ({e})") from None
+    if array.ndim != 1 or len(array) != graph.num_ops:
+        raise PlacementError(
+            f"placement has shape {array.shape}, expected ({graph.num_ops},): one device "
+            f"index per op of graph {graph.name!r}"
+        )
+    result = _as_indices(array)
+    _out_of_range(graph, cluster, result, "")
+    return result
+
+
+def check_batch(graph: OpGraph, cluster: Cluster, placements: npt.ArrayLike) -> IntArray:
+    """Check a [batch, num_ops] array of placements."""
+    array = np.asarray(placements)
+    if array.ndim != 2 or array.shape[1] != graph.num_ops:
+        raise PlacementError(
+            f"placement batch has shape {array.shape}, expected (batch, {graph.num_ops})"
+        )
+    result = _as_indices(array)
+    _out_of_range(graph, cluster, result, "")
+    return result
+
+
+def placement_from_json(doc: Any, graph: OpGraph, cluster: Cluster) -> IntArray:
+    """Read a placement document: `{op name: device name}` or a list of device indices.
+
+    Every op must be named exactly once in the mapping form, so a typo in an op name
+    fails loudly instead of leaving an op on a default device.
+    """
+    if isinstance(doc, list):
+        return check_placement(graph, cluster, doc)
+    if not isinstance(doc, Mapping):
+        raise PlacementError("a placement file must be a JSON list or an {op: device} object")
+    devices = {name: i for i, name in enumerate(cluster.device_names)}
+    array = np.full(graph.num_ops, -1, dtype=np.int64)
+    for op, device in doc.items():
+        i = graph._index.get(op)
+        if i is None:
+            raise PlacementError(f"placement names unknown op {op!r} (graph {graph.name!r})")
+        if device not in devices:
+            raise PlacementError(
+                f"op {op!r} is placed on unknown device {device!r}; devices of cluster "
+                f"{cluster.name!r}: {', '.join(devices)}"
+            )
+        array[i] = devices[device]
+    missing = np.flatnonzero(array < 0)
+    if len(missing):
+        raise PlacementError(
+            f"placement does not place {len(missing)} op(s), e.g. {graph.names[missing[0]]!r}; "
+            "name every op"
+        )
+    return array
+
+
+def placement_to_json(placement: npt.ArrayLike, graph: OpGraph, cluster: Cluster) -> dict[str, str]:
+    """The `{op name: device name}` form written to `placement.json`."""
+    names = cluster.device_names
+    return {op: names[d] for op, d in zip(graph.names, np.asarray(placement).tolist(), strict=True)}
+
+
+def split_colocation_group(graph: OpGraph, placement: IntArray) -> str | None:
+    """Name of the first colocation group whose ops are not all on one device, if any."""
+    groups = graph.colocation_ids
+    members = groups >= 0
+    if not members.any():
+        return None
+    g = groups[members]
+    dev = placement[members]
+    lo = np.full(len(graph.colocation_vocab), np.iinfo(np.int64).max)
+    hi = np.full(len(graph.colocation_vocab), -1)
+    np.minimum.at(lo, g, dev)
+    np.maximum.at(hi, g, dev)
+    split = np.flatnonzero(lo != hi)
+    return graph.colocation_vocab[int(split[0])] if len(split) else None

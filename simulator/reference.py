@@ -1,0 +1,163 @@
+"""The reference simulator: DESIGN.md's six rules written for obviousness, not speed.
+
+Every decision is recomputed from scratch by scanning all ops and copies, and memory is
+re-summed from the definition of each buffer's lifetime at every instant. It is
+quadratic and meant for small graphs: tests require the fast simulator (`engine.py`) to
+agree with it exactly on hundreds of random cases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from simulator.cluster import Cluster
+from simulator.cost_model import CostModel
+from simulator.engine import _check_models, _validity
+from simulator.graph import OpGraph
+from simulator.placement import check_placement
+from simulator.result import SimResult, Trace
+
+
+def simulate_reference(
+    graph: OpGraph,
+    placement: npt.ArrayLike,
+    cluster: Cluster,
+    cost_model: CostModel,
+    trace: bool = False,
+) -> SimResult:
+    place = check_placement(graph, cluster, placement).tolist()
+    _check_models(cluster, cost_model)
+    n, D = graph.num_ops, cluster.num_devices
+    times = cost_model.op_times(graph, cluster)
+    dur = [float(times[i, place[i]]) for i in range(n)]
+    preds = [graph.predecessors(i).tolist() for i in range(n)]
+    succs = [graph.successors(i).tolist() for i in range(n)]
+
+    # Rule 3: one copy per (producer, remote device), as big as its largest edge there.
+    copy_bytes: dict[tuple[int, int], float] = {}
+    for s, d, b in zip(graph.edge_src, graph.edge_dst, graph.edge_bytes, strict=True):
+        if place[s] != place[d]:
+            key = (int(s), place[d])
+            copy_bytes[key] = max(copy_bytes.get(key, float(b)), float(b))
+    copies = sorted(copy_bytes)
+
+    op_start: list[float | None] = [None] * n
+    op_end: list[float] = [0.0] * n
+    op_done = [False] * n
+    copy_start: dict[tuple[int, int], float] = {}
+    copy_end: dict[tuple[int, int], float] = {}
+    copy_done: set[tuple[int, int]] = set()
+    running: list[int | None] = [None] * D
+    link_copy: dict[tuple[int, int], tuple[int, int] | None] = {}
+
+    def arrived(p: int, d: int) -> bool:
+        return op_done[p] if place[p] == d else (p, d) in copy_done
+
+    def arrival_time(p: int, d: int) -> float:
+        return op_end[p] if place[p] == d else copy_end[(p, d)]
+
+    def memory_in_use(d: int) -> float:
+        total = 0.0
+        for i in range(n):
+            if place[i] != d or op_start[i] is None:
+                continue
+            if not op_done[i]:
+                total += float(graph.temp_bytes[i])
+            still_needed = (
+                not op_done[i]
+                or any(not op_done[c] for c in succs[i] if place[c] == d)
+                or any(k not in copy_done for k in copies if k[0] == i)
+            )
+            if still_needed:
+                total += float(graph.output_bytes[i])
+        for p, dd in copies:
+            if (
+                dd == d
+                and (p, dd) in copy_start
+                and any(not op_done[c] for c in succs[p] if place[c] == d)
+            ):
+                total += copy_bytes[(p, dd)]
+        return total
+
+    t = 0.0
+    peak = [0.0] * D
+    while True:
+        # Rules 1-2: an idle device starts its ready op that became ready first.
+        for d in range(D):
+            if running[d] is not None:
+                continue
+            ready = [
+                (max((arrival_time(p, d) for p in preds[i]), default=0.0), i)
+                for i in range(n)
+                if place[i] == d and op_start[i] is None and all(arrived(p, d) for p in preds[i])
+            ]
+            if ready:
+                _, i = min(ready)
+                running[d], op_start[i], op_end[i] = i, t, t + dur[i]
+        # Rule 3: an idle link starts the copy that became ready first.
+        for src in range(D):
+            for dst in range(D):
+                if link_copy.get((src, dst)) is not None:
+                    continue
+                ready_copies = [
+                    (op_end[p], p)
+                    for p, dd in copies
+                    if place[p] == src and dd == dst and op_done[p] and (p, dd) not in copy_start
+                ]
+                if ready_copies:
+                    _, p = min(ready_copies)
+                    duration = float(
+                        cost_model.link_latency[src, dst]
+                        + copy_bytes[(p, dst)] / cost_model.link_bandwidth[src, dst]
+                    )
+                    copy_start[(p, dst)] = t
+                    copy_end[(p, dst)] = t + duration
+                    link_copy[(src, dst)] = (p, dst)
+        # Rule 5: memory, summed from each buffer's lifetime.
+        for d in range(D):
+            peak[d] = max(peak[d], memory_in_use(d))
+        # Advance to the next finish; everything finishing then completes together.
+        ends = [op_end[i] for i in running if i is not None]
+        ends += [copy_end[k] for k in link_copy.values() if k is not None]
+        if not ends:
+            break
+        t = min(ends)
+        for d in range(D):
+            now = running[d]
+            if now is not None and op_end[now] == t:
+                op_done[now], running[d] = True, None
+        for link, k in link_copy.items():
+            if k is not None and copy_end[k] == t:
+                copy_done.add(k)
+                link_copy[link] = None
+
+    assert all(op_done), "every op of a DAG runs"
+    place_array = np.array(place, dtype=np.int64)
+    params = np.bincount(place_array, weights=graph.param_bytes, minlength=D)
+    peak_memory = np.array(peak, dtype=np.float64) + params
+    valid, reason = _validity(graph, cluster, place_array, peak_memory)
+    busy = np.zeros(D)
+    for i in range(n):
+        busy[place[i]] += dur[i]
+    record = None
+    if trace:
+        record = Trace(
+            op_start=np.array(op_start, dtype=np.float64),
+            op_end=np.array(op_end),
+            copy_op=np.array([p for p, _ in copies], dtype=np.int64),
+            copy_src=np.array([place[p] for p, _ in copies], dtype=np.int64),
+            copy_dst=np.array([d for _, d in copies], dtype=np.int64),
+            copy_bytes=np.array([copy_bytes[k] for k in copies]),
+            copy_start=np.array([copy_start[k] for k in copies]),
+            copy_end=np.array([copy_end[k] for k in copies]),
+        )
+    return SimResult(
+        step_time=t,
+        valid=valid,
+        reason=reason,
+        peak_memory=peak_memory,
+        busy_time=busy,
+        comm_bytes=float(sum(copy_bytes.values())),
+        trace=record,
+    )

@@ -1,0 +1,62 @@
+"""Shared helpers: tiny graphs and clusters whose schedules can be computed by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simulator import Cluster, CostModel, OpGraph
+
+# A "unit" device runs every op in exactly its `time` override; links move 1 byte/s after
+# a 1 s latency, so a copy of b bytes takes 1 + b seconds. Hand-computed schedules below
+# use these numbers.
+UNIT = "unit"
+
+
+def unit_cluster(num_devices: int = 2, memory: float = 1e12, **links: Any) -> Cluster:
+    default = {"bandwidth": 1.0, "latency": 1.0, **links}
+    return Cluster.from_dict(
+        {
+            "name": f"unit{num_devices}",
+            "devices": [
+                {"name": f"d{i}", "type": UNIT, "memory": memory} for i in range(num_devices)
+            ],
+            "links": {"default": default},
+            "device_types": {
+                UNIT: {"peak_flops": 1e12, "mem_bandwidth": 1e12, "launch_overhead": 0}
+            },
+        }
+    )
+
+
+def graph(ops: list[dict[str, Any]], edges: list[tuple[str, str, float]]) -> OpGraph:
+    """ops: dicts with at least name and time (seconds on a unit device)."""
+    full = []
+    for op in ops:
+        op = dict(op)
+        seconds = op.pop("t")
+        full.append(
+            {
+                "type": "aten.add",
+                "flops": 0,
+                "bytes": 0,
+                "output_bytes": 0,
+                "time": {UNIT: seconds},
+                **op,
+            }
+        )
+    return OpGraph.from_dict(
+        {
+            "format": "eagle-graph/1",
+            "name": "hand",
+            "ops": full,
+            "edges": [{"src": s, "dst": d, "bytes": b} for s, d, b in edges],
+        }
+    )
+
+
+@pytest.fixture
+def unit2() -> tuple[Cluster, CostModel]:
+    cluster = unit_cluster(2)
+    return cluster, CostModel.default(cluster)

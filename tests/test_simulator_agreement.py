@@ -1,0 +1,127 @@
+"""The fast simulator must agree exactly with the reference on random cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import (
+    Cluster,
+    CostModel,
+    lower_bound,
+    simulate,
+    simulate_batch,
+    simulate_reference,
+)
+from simulator.graph import OpGraph
+from simulator.random_graphs import random_graph_doc
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
+    num_devices = draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    doc = random_graph_doc(
+        num_ops=draw(st.integers(1, 60)),
+        seed=seed,
+        width=draw(st.integers(1, 8)),
+        max_inputs=draw(st.integers(1, 4)),
+        reach=draw(st.integers(1, 3)),
+        colocation_fraction=draw(st.sampled_from([0.0, 0.1])),
+    )
+    # Small whole-number durations make simultaneous events (the tie rules) common;
+    # some zero-time ops exercise the instant semantics.
+    for op in doc["ops"]:
+        op["time"] = {
+            "unit": float(rng.integers(0, 4)) if draw(st.booleans()) else float(rng.integers(1, 4))
+        }
+        op["output_bytes"] = float(rng.integers(0, 5))
+        op["temp_bytes"] = float(rng.integers(0, 3))
+    for e in doc["edges"]:
+        e["bytes"] = float(rng.integers(0, 4))
+    graph = OpGraph.from_dict(doc)
+    links = [
+        {
+            "src": f"d{s}",
+            "dst": f"d{d}",
+            "bandwidth": float(rng.integers(1, 3)),
+            "latency": float(rng.integers(0, 2)),
+        }
+        for s in range(num_devices)
+        for d in range(num_devices)
+        if s != d
+    ]
+    cluster = Cluster.from_dict(
+        {
+            "devices": [
+                {"name": f"d{i}", "type": "unit", "memory": float(rng.integers(5, 40))}
+                for i in range(num_devices)
+            ],
+            "links": {"pairs": links},
+            "device_types": {"unit": {"peak_flops": 1e9, "mem_bandwidth": 1e9}},
+        }
+    )
+    placement = rng.integers(0, num_devices, size=graph.num_ops)
+    return graph, placement, cluster
+
+
+def assert_same(fast, ref) -> None:
+    assert fast.step_time == ref.step_time
+    assert fast.valid == ref.valid and fast.reason == ref.reason
+    assert fast.peak_memory.tolist() == ref.peak_memory.tolist()
+    np.testing.assert_allclose(fast.busy_time, ref.busy_time, rtol=1e-12)
+    assert fast.comm_bytes == pytest.approx(ref.comm_bytes, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_fast_simulator_equals_reference(case):
+    graph, placement, cluster = case
+    cost = CostModel.default(cluster)
+    fast = simulate(graph, placement, cluster, cost, trace=True)
+    ref = simulate_reference(graph, placement, cluster, cost, trace=True)
+    assert_same(fast, ref)
+    for field in (
+        "op_start",
+        "op_end",
+        "copy_op",
+        "copy_src",
+        "copy_dst",
+        "copy_bytes",
+        "copy_start",
+        "copy_end",
+    ):
+        assert getattr(fast.trace, field).tolist() == getattr(ref.trace, field).tolist(), field
+    assert lower_bound(graph, cluster, cost) <= fast.step_time + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.integers(0, 2**31))
+def test_batch_equals_one_at_a_time(case, seed):
+    graph, placement, cluster = case
+    cost = CostModel.default(cluster)
+    rng = np.random.default_rng(seed)
+    batch = np.vstack([placement, rng.integers(0, cluster.num_devices, size=(5, graph.num_ops))])
+    result = simulate_batch(graph, batch, cluster, cost)
+    assert len(result) == 6
+    for b in range(6):
+        one = simulate(graph, batch[b], cluster, cost)
+        assert_same(result[b], one)
+        assert result[b].busy_time.tolist() == one.busy_time.tolist()
+
+
+def test_same_inputs_same_result():
+    from simulator.random_graphs import random_graph
+
+    cluster = Cluster.load("p100x4")
+    cost = CostModel.default(cluster)
+    g = random_graph(2000, seed=5)
+    p = np.random.default_rng(0).integers(0, cluster.num_devices, g.num_ops)
+    a = simulate(g, p, cluster, cost, trace=True)
+    b = simulate(g, p, cluster, cost, trace=True)
+    assert a.step_time == b.step_time
+    assert a.trace.op_start.tolist() == b.trace.op_start.tolist()
+    assert a.peak_memory.tolist() == b.peak_memory.tolist()

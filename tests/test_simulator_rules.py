@@ -1,0 +1,227 @@
+"""Hand-computed schedules pinning each rule of DESIGN.md's "Simulator semantics".
+
+Unit cluster (conftest): ops take exactly their `t`; a copy of b bytes takes 1 + b s.
+Both simulators must produce each schedule exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import CostModel, simulate, simulate_reference
+from tests.conftest import graph, unit_cluster
+
+SIMULATORS = [simulate, simulate_reference]
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_chain_on_one_device_runs_back_to_back(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [{"name": "a", "t": 1}, {"name": "b", "t": 2}, {"name": "c", "t": 3}],
+        [("a", "b", 8), ("b", "c", 8)],
+    )
+    r = sim(g, [0, 0, 0], cluster, cost, trace=True)
+    assert r.trace.op_start.tolist() == [0, 1, 3]
+    assert r.trace.op_end.tolist() == [1, 3, 6]
+    assert r.step_time == 6
+    assert r.busy_time.tolist() == [6, 0]
+    assert r.comm_bytes == 0 and len(r.trace.copy_op) == 0
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_fork_join_across_devices(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [
+            {"name": "a", "t": 1},
+            {"name": "b", "t": 2},
+            {"name": "c", "t": 3},
+            {"name": "j", "t": 1},
+        ],
+        [("a", "b", 4), ("a", "c", 10), ("b", "j", 2), ("c", "j", 1)],
+    )
+    r = sim(g, [0, 1, 0, 0], cluster, cost, trace=True)
+    # a [0,1]; c [1,4] on d0; copy a->d1 (4 B) [1,6]; b [6,8]; copy b->d0 (2 B) [8,11]; j [11,12]
+    assert r.trace.op_start.tolist() == [0, 6, 1, 11]
+    assert r.trace.copy_start.tolist() == [1, 8]
+    assert r.trace.copy_end.tolist() == [6, 11]
+    assert r.step_time == 12
+    assert r.comm_bytes == 6
+    assert r.busy_time.tolist() == [5, 2]
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_one_copy_per_destination_device_sized_by_largest_edge(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [{"name": "a", "t": 1}, {"name": "b", "t": 1}, {"name": "c", "t": 1}],
+        [("a", "b", 3), ("a", "c", 5)],
+    )
+    r = sim(g, [0, 1, 1], cluster, cost, trace=True)
+    assert r.trace.copy_op.tolist() == [0]
+    assert r.trace.copy_bytes.tolist() == [5]
+    assert (r.trace.copy_start[0], r.trace.copy_end[0]) == (1, 7)
+    # b and c become ready together at 7: the lower index goes first
+    assert r.trace.op_start.tolist() == [0, 7, 8]
+    assert r.step_time == 9 and r.comm_bytes == 5
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_device_runs_the_op_that_became_ready_first(sim, unit2):
+    cluster, cost = unit2
+    # r [0,1] on d0; copy r->d1 [1,3] so u is ready at 3; k [0,4] on d1 so w is ready at 4.
+    # At 4, d1 runs u (ready 3) before w (ready 4) although w has the lower index.
+    g = graph(
+        [
+            {"name": "r", "t": 1},
+            {"name": "k", "t": 4},
+            {"name": "w", "t": 1},
+            {"name": "u", "t": 1},
+        ],
+        [("r", "u", 1), ("k", "w", 1)],
+    )
+    r = sim(g, [0, 1, 1, 1], cluster, cost, trace=True)
+    assert r.trace.op_start.tolist() == [0, 0, 5, 4]
+    assert r.step_time == 6
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_link_serves_copies_in_ready_order(sim, unit2):
+    cluster, cost = unit2
+    # d0: z [0,1], q [1,1.5] (ready at 0), p [1.5,2.5] (ready at 1, after z).
+    # Copy z (10 B) holds the link [1,12]; then q's copy (ready 1.5) before p's (ready 2.5),
+    # although p has the lower index: q [12,15], p [15,18].
+    g = graph(
+        [
+            {"name": "z", "t": 1},
+            {"name": "p", "t": 1},
+            {"name": "q", "t": 0.5},
+            {"name": "zz", "t": 1},
+            {"name": "v", "t": 1},
+            {"name": "u", "t": 1},
+        ],
+        [("z", "p", 1), ("z", "zz", 10), ("q", "v", 2), ("p", "u", 2)],
+    )
+    r = sim(g, [0, 0, 0, 1, 1, 1], cluster, cost, trace=True)
+    assert r.trace.op_start.tolist() == [0, 1.5, 1, 12, 15, 18]
+    spans = zip(r.trace.copy_start, r.trace.copy_end, strict=True)
+    copies = dict(zip(r.trace.copy_op.tolist(), spans, strict=True))
+    assert copies == {0: (1, 12), 2: (12, 15), 1: (15, 18)}
+    assert r.step_time == 19
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_links_are_per_direction_and_overlap_with_compute(sim):
+    cluster = unit_cluster(3)
+    cost = CostModel.default(cluster)
+    # a on d0 feeds d1 and d2: two links, both copies start at 1 in parallel.
+    g = graph(
+        [
+            {"name": "a", "t": 1},
+            {"name": "b", "t": 1},
+            {"name": "c", "t": 1},
+            {"name": "x", "t": 5},
+        ],
+        [("a", "b", 2), ("a", "c", 2)],
+    )
+    r = sim(g, [0, 1, 2, 0], cluster, cost, trace=True)
+    assert r.trace.copy_start.tolist() == [1, 1]
+    assert r.trace.op_start.tolist() == [0, 4, 4, 1]  # x computes while a's copies fly
+    assert r.step_time == 6
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_peak_memory_counts_outputs_and_temps_exactly(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [
+            {"name": "a", "t": 1, "output_bytes": 10, "temp_bytes": 5, "param_bytes": 100},
+            {"name": "b", "t": 1, "output_bytes": 20, "temp_bytes": 7},
+            {"name": "c", "t": 1, "output_bytes": 1},
+        ],
+        [("a", "b", 10), ("b", "c", 20)],
+    )
+    r = sim(g, [0, 0, 0], cluster, cost)
+    # [0,1): 5 + 10; [1,2): a's output 10 + b's 7 + 20 = 37; [2,3): 20 + 1
+    assert r.peak_memory.tolist() == [137, 0]
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_received_copy_held_from_copy_start_until_last_consumer_finishes(sim, unit2):
+    cluster, cost = unit2
+    # d0: a [0,1], output held until its copy (6 B) ends at 8 -> peak 10.
+    # d1: k [0,20] with temp 50; received 6 B from 1; b runs [20,21] -> 50 + 6 = 56.
+    g = graph(
+        [
+            {"name": "a", "t": 1, "output_bytes": 10},
+            {"name": "k", "t": 20, "temp_bytes": 50},
+            {"name": "b", "t": 1, "output_bytes": 3},
+        ],
+        [("a", "b", 6)],
+    )
+    r = sim(g, [0, 1, 1], cluster, cost, trace=True)
+    assert r.trace.op_start.tolist() == [0, 0, 20]
+    assert r.peak_memory.tolist() == [10, 56]
+    assert r.valid and r.reason is None
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_out_of_memory_is_an_invalid_result_naming_the_device(sim):
+    cluster = unit_cluster(2, memory=50)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [
+            {"name": "a", "t": 1, "output_bytes": 10},
+            {"name": "k", "t": 20, "temp_bytes": 50},
+            {"name": "b", "t": 1, "output_bytes": 3},
+        ],
+        [("a", "b", 6)],
+    )
+    r = sim(g, [0, 1, 1], cluster, cost)
+    assert not r.valid and r.reason == "oom:d1"
+    assert r.step_time == 21  # still reported
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_split_colocation_group_is_invalid(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [
+            {"name": "w", "t": 1, "colocation": "fc.weight"},
+            {"name": "x", "t": 1},
+            {"name": "upd", "t": 1, "colocation": "fc.weight"},
+        ],
+        [("w", "upd", 1)],
+    )
+    assert sim(g, [0, 1, 0], cluster, cost).valid
+    r = sim(g, [0, 0, 1], cluster, cost)
+    assert not r.valid and r.reason == "colocation:fc.weight"
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_zero_time_ops_finish_in_the_instant_they_start(sim, unit2):
+    cluster, cost = unit2
+    g = graph(
+        [{"name": "a", "t": 1}, {"name": "b", "t": 0, "temp_bytes": 9}, {"name": "c", "t": 2}],
+        [("a", "b", 1), ("b", "c", 1)],
+    )
+    r = sim(g, [0, 0, 0], cluster, cost, trace=True)
+    assert r.trace.op_start.tolist() == [0, 1, 1]
+    assert r.step_time == 3
+    assert r.peak_memory[0] == 9  # measured after each instant's starts
+
+
+def test_single_device_step_time_is_the_sum_of_op_times():
+    from simulator import Cluster
+    from simulator.random_graphs import random_graph
+
+    cluster = Cluster.load("p100x4")
+    cost = CostModel.default(cluster)
+    g = random_graph(500, seed=3)
+    for d in range(cluster.num_devices):
+        r = simulate(g, np.full(g.num_ops, d), cluster, cost)
+        expected = cost.op_times(g)[:, d].sum()
+        assert r.step_time == pytest.approx(expected, rel=1e-12)
+        assert r.comm_bytes == 0
