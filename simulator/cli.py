@@ -55,6 +55,8 @@ def _read_placement(path: str, graph: OpGraph, cluster: Cluster) -> IntArray:
         raise PlacementError(f"placement file not found: {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise PlacementError(f"{path}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise PlacementError(f"cannot read placement file {path}: {e.strerror or e}") from None
     return placement_from_json(doc, graph, cluster)
 
 

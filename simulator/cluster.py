@@ -80,7 +80,11 @@ class Cluster:
         """Load a cluster from a YAML path or a built-in name such as `p100x4`."""
         text = str(spec)
         if Path(text).is_file():
-            source, raw = text, Path(text).read_text(encoding="utf-8")
+            source = text
+            try:
+                raw = Path(text).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise ClusterError(f"cannot read cluster file {text}: {e}") from None
         elif text in cls.builtin_names():
             source = f"builtin:{text}"
             raw = (resources.files("simulator") / "clusters" / f"{text}.yaml").read_text("utf-8")
@@ -94,7 +98,8 @@ class Cluster:
         try:
             doc = yaml.load(raw, Loader=_Loader)
         except yaml.YAMLError as e:
-            raise ClusterError(f"{source}: not valid YAML ({e})") from None
+            # One line: PyYAML's message spans several (CLI errors are one line).
+            raise ClusterError(f"{source}: not valid YAML ({' '.join(str(e).split())})") from None
         try:
             return cls.from_dict(doc, source=source)
         except ClusterError as e:

@@ -79,8 +79,8 @@ class CostModel:
 
     def op_times(self, graph: OpGraph, cluster: Cluster | None = None) -> FloatArray:
         """Seconds of every op on every device: float array [num_ops, num_devices]."""
-        if cluster is not None and cluster is not self.cluster:
-            return CostModel(cluster, self.rooflines, self.measured).op_times(graph)
+        if cluster is not None:
+            self.check_cluster(cluster)
         cached = self._cache.get(graph)
         if cached is not None:
             return cached
@@ -91,6 +91,19 @@ class CostModel:
         times.setflags(write=False)
         self._cache[graph] = times
         return times
+
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Refuse a cluster other than the one this model prices (names and types differ)."""
+
+        def devices(c: Cluster) -> list[tuple[str, str]]:
+            return [(d.name, d.type) for d in c.devices]
+
+        if cluster is not self.cluster and devices(cluster) != devices(self.cluster):
+            raise CostModelError(
+                f"this cost model prices cluster {self.cluster.name!r} "
+                f"({', '.join(self.cluster.device_names)}), not {cluster.name!r} "
+                f"({', '.join(cluster.device_names)}); use CostModel.default(cluster)"
+            )
 
     def priced_by(self, graph: OpGraph) -> dict[str, PricedBy]:
         """Device type -> how many ops each source of truth priced."""

@@ -9,6 +9,7 @@ single-measurement) values, labelled by `source`, until `eagle-profile` calibrat
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ _MATMUL_OPS = frozenset(
     {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "dot", "mv", "addmv", "einsum"}
 )
 
+_CONV_OPS = re.compile(r"_?conv(\d|_transpose|_tbc|_depthwise)")
+
 
 def op_class(op_type: str) -> str:
     """The roofline efficiency class of an op type such as `aten.addmm.default`.
@@ -32,7 +35,8 @@ def op_class(op_type: str) -> str:
     base = parts[1] if len(parts) > 1 and parts[0] in ("aten", "prims") else parts[0]
     if base in _MATMUL_OPS:
         return "matmul"
-    if "convolution" in base or base.startswith("conv"):
+    # conv1d/2d/3d, conv_transpose*, conv_tbc, (_)conv_depthwise2d; not convert_element_type
+    if "convolution" in base or base == "conv" or _CONV_OPS.match(base):
         return "conv"
     if "attention" in base:
         return "attention"
@@ -92,7 +96,13 @@ class Roofline:
             )
         try:
             base = Roofline(peak_flops=1.0, mem_bandwidth=1.0, launch_overhead=0.0)
-            efficiency = {**base.efficiency, **dict(d.get("efficiency", {}))}
+            given = dict(d.get("efficiency", {}))
+            typos = sorted(map(str, given.keys() - set(OP_CLASSES)))
+            if typos:
+                raise ClusterError(
+                    f"unknown efficiency class(es) {typos}; classes: {list(OP_CLASSES)}"
+                )
+            efficiency = {**base.efficiency, **given}
             return Roofline(
                 peak_flops=float(d["peak_flops"]),
                 mem_bandwidth=float(d["mem_bandwidth"]),
@@ -101,7 +111,7 @@ class Roofline:
                 mem_efficiency=float(d.get("mem_efficiency", base.mem_efficiency)),
                 source=str(d.get("source", "cluster file")),
             )
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, ClusterError) as e:
             raise ClusterError(f"device type {name!r}: {e}") from None
 
 

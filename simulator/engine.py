@@ -19,7 +19,6 @@ import numpy.typing as npt
 
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
-from simulator.errors import PlacementError
 from simulator.graph import FloatArray, IntArray, OpGraph
 from simulator.placement import check_batch, check_placement, split_colocation_group
 from simulator.result import BatchResult, SimResult, Trace
@@ -373,15 +372,6 @@ def _graph_arrays(graph: OpGraph) -> tuple[Any, ...]:
     )
 
 
-def _check_models(cluster: Cluster, cost_model: CostModel) -> None:
-    if cost_model.cluster.num_devices != cluster.num_devices:
-        raise PlacementError(
-            f"cost model was built for cluster {cost_model.cluster.name!r} "
-            f"({cost_model.cluster.num_devices} devices), not {cluster.name!r}; "
-            "use CostModel.default(cluster)"
-        )
-
-
 def _validity(
     graph: OpGraph, cluster: Cluster, placement: IntArray, peak: FloatArray
 ) -> tuple[bool, str | None]:
@@ -403,7 +393,6 @@ def simulate(
 ) -> SimResult:
     """Simulate one training step of `graph` with `placement` (device index per op)."""
     place = check_placement(graph, cluster, placement)
-    _check_models(cluster, cost_model)
     times = cost_model.op_times(graph, cluster)
     dur = times[np.arange(graph.num_ops), place]
     (
@@ -458,7 +447,6 @@ def simulate_batch(
     The placements run in parallel over the machine's cores (numba threads).
     """
     places = check_batch(graph, cluster, placements)
-    _check_models(cluster, cost_model)
     times = cost_model.op_times(graph, cluster)
     durs = times[np.arange(graph.num_ops)[None, :], places]
     step, peak, busy, comm = _simulate_batch_kernel(

@@ -99,6 +99,8 @@ class OpGraph:
             raise GraphError(f"graph file not found: {path}") from None
         except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as e:
             raise GraphError(f"{path}: not a readable eagle-graph/1 JSON file ({e})") from None
+        except OSError as e:
+            raise GraphError(f"cannot read graph file {path}: {e.strerror or e}") from None
         try:
             return cls.from_dict(doc)
         except GraphError as e:
@@ -370,11 +372,14 @@ def _check_edges(
     nbytes = np.empty(len(edges), dtype=np.float64)
     seen: set[tuple[int, int]] = set()
     for k, e in enumerate(edges):
-        if not isinstance(e, Mapping) or not {"src", "dst", "bytes"} <= e.keys():
-            raise GraphError(f"edges[{k}] must be an object with 'src', 'dst' and 'bytes'")
+        if not isinstance(e, Mapping) or e.keys() != {"src", "dst", "bytes"}:
+            raise GraphError(
+                f"edges[{k}] must be an object with exactly 'src', 'dst' and 'bytes', "
+                f"got {sorted(e) if isinstance(e, Mapping) else e!r}"
+            )
         s, d, b = e["src"], e["dst"], e["bytes"]
         for end in (s, d):
-            if end not in index:
+            if not isinstance(end, str) or end not in index:
                 raise GraphError(
                     f"edge {s!r} -> {d!r} names unknown op {end!r}; every endpoint must be "
                     "an op in 'ops'"

@@ -21,7 +21,8 @@ from simulator.graph import IntArray, OpGraph
 def _as_indices(array: npt.NDArray[Any]) -> IntArray:
     if np.issubdtype(array.dtype, np.integer):
         return array.astype(np.int64, copy=False)
-    if np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array)):
+    floats = np.issubdtype(array.dtype, np.floating)
+    if floats and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
         return array.astype(np.int64)
     raise PlacementError(f"placement must hold integer device indices, got dtype {array.dtype}")
 
@@ -81,7 +82,7 @@ def placement_from_json(doc: Any, graph: OpGraph, cluster: Cluster) -> IntArray:
         i = graph._index.get(op)
         if i is None:
             raise PlacementError(f"placement names unknown op {op!r} (graph {graph.name!r})")
-        if device not in devices:
+        if not isinstance(device, str) or device not in devices:
             raise PlacementError(
                 f"op {op!r} is placed on unknown device {device!r}; devices of cluster "
                 f"{cluster.name!r}: {', '.join(devices)}"

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
-from simulator.engine import _check_models, _validity
+from simulator.engine import _validity
 from simulator.graph import OpGraph
 from simulator.placement import check_placement
 from simulator.result import SimResult, Trace
@@ -27,7 +27,6 @@ def simulate_reference(
     trace: bool = False,
 ) -> SimResult:
     place = check_placement(graph, cluster, placement).tolist()
-    _check_models(cluster, cost_model)
     n, D = graph.num_ops, cluster.num_devices
     times = cost_model.op_times(graph, cluster)
     dur = [float(times[i, place[i]]) for i in range(n)]

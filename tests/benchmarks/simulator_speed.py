@@ -1,0 +1,113 @@
+"""`make bench`: simulator throughput on random layered DAGs (issue: simulator core).
+
+Prints, for graphs of 1k, 10k and 50k ops on the p100x4 cluster, single-placement
+throughput in ops simulated per second (the whole `simulate()` call: input checks,
+event loop, memory accounting, validity) for three kinds of placement, the batch
+throughput of `simulate_batch`, the reference simulator's speed, and graph load time.
+
+Placements: `one-gpu` (everything on gpu0: no copies), `blocks` (the op order cut into
+four contiguous blocks over the GPUs, like a pipeline: few copies), `random` (each op on
+a uniformly random device: most edges cross devices, the worst case).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from simulator import Cluster, CostModel, OpGraph, simulate, simulate_batch, simulate_reference
+from simulator.random_graphs import random_graph
+
+TARGET_OPS_PER_S = 4e6  # issue target, 50k-op graph, single thread
+TARGET_REFERENCE_SPEEDUP = 50
+
+
+def _median_seconds(fn: Callable[[], object], min_total: float = 0.5, min_reps: int = 3) -> float:
+    fn()  # warm-up (numba compiles or loads its cache on first use)
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - start < min_total:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def placements(graph: OpGraph, cluster: Cluster, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    n = graph.num_ops
+    gpus = [i for i, d in enumerate(cluster.devices) if d.type != cluster.devices[0].type] or [0]
+    blocks = np.array(gpus)[(np.arange(n) * len(gpus)) // n]
+    return {
+        "one-gpu": np.full(n, gpus[0]),
+        "blocks": blocks,
+        "random": rng.integers(0, cluster.num_devices, n),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 50_000])
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+
+    cluster = Cluster.load("p100x4")
+    cost = CostModel.default(cluster)
+    rng = np.random.default_rng(0)
+    print(f"cluster p100x4, numba threads for batches: {numba.get_num_threads()}")
+    print(
+        f"{'ops':>7} {'placement':<9} {'single Mops/s':>14} {'ms/step':>9} "
+        f"{'batch Mops/s':>13} {'copies':>8}"
+    )
+    results: dict[tuple[int, str], float] = {}
+    for n in args.sizes:
+        graph = random_graph(n, seed=0)
+        cost.op_times(graph)
+        for name, place in placements(graph, cluster, rng).items():
+            single = _median_seconds(lambda g=graph, p=place: simulate(g, p, cluster, cost))
+            copies = len(simulate(graph, place, cluster, cost, trace=True).trace.copy_op)
+            batch_places = np.tile(place, (args.batch, 1))
+            if name == "random":
+                batch_places = rng.integers(0, cluster.num_devices, (args.batch, n))
+            batch = _median_seconds(
+                lambda g=graph, b=batch_places: simulate_batch(g, b, cluster, cost)
+            )
+            results[(n, name)] = n / single
+            print(
+                f"{n:>7} {name:<9} {n / single / 1e6:>14.2f} {single * 1e3:>9.2f} "
+                f"{args.batch * n / batch / 1e6:>13.2f} {copies:>8}"
+            )
+
+    n_ref = min(args.sizes)
+    graph = random_graph(n_ref, seed=0)
+    place = rng.integers(0, cluster.num_devices, n_ref)
+    ref = _median_seconds(lambda: simulate_reference(graph, place, cluster, cost), 0.0, 1)
+    fast = _median_seconds(lambda: simulate(graph, place, cluster, cost))
+    speedup = ref / fast
+    print(
+        f"\nreference simulator, {n_ref} ops, random placement: {n_ref / ref / 1e3:.1f} kops/s; "
+        f"fast one is {speedup:,.0f}x faster (target >= {TARGET_REFERENCE_SPEEDUP}x)"
+    )
+
+    n_big = max(args.sizes)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "g.json.gz"
+        random_graph(n_big, seed=0).save(path)
+        load = _median_seconds(lambda: OpGraph.load(path), 0.0, 3)
+    print(f"loading a {n_big}-op .json.gz graph: {load:.2f} s (target < 1 s)")
+
+    print("\ntarget: >= 4.0 Mops/s single-threaded on the 50k-op graph")
+    for (n, name), rate in results.items():
+        if n == 50_000:
+            verdict = "meets" if rate >= TARGET_OPS_PER_S else "MISSES"
+            print(f"  {name:<9} {rate / 1e6:5.2f} Mops/s  {verdict} the target")
+
+
+if __name__ == "__main__":
+    main()
