@@ -11,6 +11,7 @@ tests require both to agree exactly.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numba
@@ -28,6 +29,16 @@ from simulator.result import BatchResult, SimResult, Trace
 # busy device or link). Ready ops and ready copies wait in FIFO slices of shared arrays:
 # they become ready in time order, so a queue only has to keep the entries of the
 # current instant sorted by index (rule 2's and rule 3's tie-breaks).
+#
+# Every index in the kernels is unsigned: numba then skips the negative-index wraparound
+# on each array access (measured: ~15% of the loop's time on a 50k-op graph), and 32
+# bits rather than 64 saved another ~10% in cache traffic. That caps graphs at 2^32 - 1
+# ops plus edges. Mixing unsigned with signed integers would silently give float64 in
+# numba, so the constants below are uint32 too.
+
+_0 = np.uint32(0)
+_1 = np.uint32(1)
+_2 = np.uint32(2)
 
 
 @numba.njit(cache=True, inline="always")
@@ -35,11 +46,11 @@ def _less(t1: float, i1: int, t2: float, i2: int) -> bool:
     return t1 < t2 or (t1 == t2 and i1 < i2)
 
 
-@numba.njit(cache=True)
-def _heap_push(times: Any, ids: Any, size: int, t: float, i: int) -> None:
+@numba.njit(cache=True, inline="always")
+def _heap_push(times: Any, ids: Any, size: Any, t: float, i: Any) -> None:
     pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
+    while pos > _0:
+        parent = (pos - _1) >> _1
         if not _less(t, i, times[parent], ids[parent]):
             break
         times[pos] = times[parent]
@@ -49,19 +60,21 @@ def _heap_push(times: Any, ids: Any, size: int, t: float, i: int) -> None:
     ids[pos] = i
 
 
-@numba.njit(cache=True)
-def _heap_pop(times: Any, ids: Any, size: int) -> int:
+@numba.njit(cache=True, inline="always")
+def _heap_pop(times: Any, ids: Any, size: Any) -> Any:
     """Remove the smallest (time, id) of a heap of `size` entries; return its id."""
-    top = ids[0]
-    size -= 1
+    top = ids[_0]
+    size -= _1
     t, i = times[size], ids[size]
-    pos = 0
+    pos = _0
     while True:
-        child = 2 * pos + 1
+        child = _2 * pos + _1
         if child >= size:
             break
-        if child + 1 < size and _less(times[child + 1], ids[child + 1], times[child], ids[child]):
-            child += 1
+        if child + _1 < size and _less(
+            times[child + _1], ids[child + _1], times[child], ids[child]
+        ):
+            child += _1
         if not _less(times[child], ids[child], t, i):
             break
         times[pos] = times[child]
@@ -69,17 +82,17 @@ def _heap_pop(times: Any, ids: Any, size: int) -> int:
         pos = child
     times[pos] = t
     ids[pos] = i
-    return int(top)
+    return top
 
 
 @numba.njit(cache=True, inline="always")
-def _enqueue(times: Any, ids: Any, head: int, tail: int, t: float, i: int) -> None:
+def _enqueue(times: Any, ids: Any, head: Any, tail: Any, t: float, i: Any) -> None:
     """Append (t, i) at `tail`, keeping equal-time entries in index order."""
     pos = tail
-    while pos > head and times[pos - 1] == t and ids[pos - 1] > i:
-        times[pos] = times[pos - 1]
-        ids[pos] = ids[pos - 1]
-        pos -= 1
+    while pos > head and times[pos - _1] == t and ids[pos - _1] > i:
+        times[pos] = times[pos - _1]
+        ids[pos] = ids[pos - _1]
+        pos -= _1
     times[pos] = t
     ids[pos] = i
 
@@ -89,133 +102,137 @@ def _enqueue(times: Any, ids: Any, head: int, tail: int, t: float, i: int) -> No
 
 @numba.njit(cache=True)
 def _simulate_kernel(
-    place: Any,  # [n] device of each op
-    dur: Any,  # [n] seconds of each op on its device
-    out_ptr: Any,  # [n+1] CSR over edges sorted by source
-    edge_dst: Any,
+    place: Any,  # [n] uint32 device of each op
+    times: Any,  # [n, D] seconds of each op on each device
+    out_ptr: Any,  # [n+1] uint32 CSR over edges sorted by source
+    edge_dst: Any,  # uint32
     edge_bytes: Any,
-    in_ptr: Any,  # [n+1] CSR over edges sorted by destination
-    in_src: Any,
+    in_ptr: Any,  # [n+1] uint32 CSR over edges sorted by destination
+    in_edges: Any,  # uint32 edge ids in destination order
+    in_src: Any,  # uint32 edge_dst[in_edges]
     output_bytes: Any,
     temp_bytes: Any,
+    param_bytes: Any,
     latency: Any,  # [D, D]
     bandwidth: Any,
+    ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
+    ws_i_e: Any,  # [2, num_edges] int32
+    ws_f_e: Any,  # [4, num_edges] float64
+    ws_u_n: Any,  # [2, n + 1] uint32
+    ws_i_n: Any,  # [2, n] int32
+    ws_f_n: Any,  # [3, n] float64
 ) -> Any:
-    n = place.shape[0]
-    D = latency.shape[0]
+    n = np.uint32(place.shape[0])
+    D = np.uint32(latency.shape[0])
     L = D * D  # link id = src * D + dst
 
-    # -- copies: one per (producer, remote device), rule 3 --
-    cap = max(edge_dst.shape[0], 1)
-    copy_op = np.empty(cap, np.int64)
-    copy_dev = np.empty(cap, np.int64)
-    copy_bytes = np.empty(cap, np.float64)
-    copy_refs = np.empty(cap, np.int64)  # consumers that read the received buffer
-    copy_ptr = np.zeros(n + 1, np.int64)
-    out_refs = np.empty(n, np.int64)  # producer + local consumers + outgoing copies
-    pending = np.empty(n, np.int64)  # inputs not yet arrived
-    dev_count = np.zeros(D, np.int64)
-    link_count = np.zeros(L, np.int64)
-    biggest = np.full(D, -1.0)
-    receivers = np.zeros(D, np.int64)
-    nc = 0
+    # -- copies: one per (producer, remote device), rule 3; numbered in producer order --
+    # Large arrays live in a caller-owned workspace, reused across calls: allocating
+    # ~10 MB afresh per call cost up to 5 ms of page faults on a 50k-op graph.
+    copy_op, copy_dev, edge_copy, link_copy = ws_u_e[0], ws_u_e[1], ws_u_e[2], ws_u_e[3]
+    copy_refs, recv_refs = ws_i_e[0], ws_i_e[1]  # readers of a received copy: all, still to run
+    copy_bytes, link_time, copy_start, copy_end = ws_f_e[0], ws_f_e[1], ws_f_e[2], ws_f_e[3]
+    copy_ptr, ready_op = ws_u_n[0], ws_u_n[1]
+    out_refs, pending = ws_i_n[0], ws_i_n[1]  # holders of an output (itself, local readers,
+    # outgoing copies); inputs not yet arrived
+    ready_time, op_start, op_end = ws_f_n[0], ws_f_n[1], ws_f_n[2]
+    copy_ptr[0] = _0
+    dev_count = np.zeros(D, np.uint32)
+    link_count = np.zeros(L, np.uint32)
+    copy_of_dev = np.zeros(D, np.uint32)  # while scanning producer p: its copy to a device
+    copy_owner = np.full(D, n, np.uint32)  # ... valid if copy_owner[device] == p
+    nc = _0
     for p in range(n):
         d = place[p]
-        dev_count[d] += 1
-        pending[p] = in_ptr[p + 1] - in_ptr[p]
+        dev_count[d] += _1
+        pending[p] = in_ptr[p + _1] - in_ptr[p]
         local = 0
-        for e in range(out_ptr[p], out_ptr[p + 1]):
+        for e in range(out_ptr[p], out_ptr[p + _1]):
             dc = place[edge_dst[e]]
             if dc == d:
                 local += 1
-            else:
-                if edge_bytes[e] > biggest[dc]:
-                    biggest[dc] = edge_bytes[e]
-                receivers[dc] += 1
-        if local < out_ptr[p + 1] - out_ptr[p]:
-            for dd in range(D):
-                if receivers[dd] > 0:
-                    copy_op[nc] = p
-                    copy_dev[nc] = dd
-                    copy_bytes[nc] = biggest[dd]
-                    copy_refs[nc] = receivers[dd]
-                    link_count[d * D + dd] += 1
-                    nc += 1
-                    biggest[dd] = -1.0
-                    receivers[dd] = 0
-        copy_ptr[p + 1] = nc
-        out_refs[p] = 1 + local + (copy_ptr[p + 1] - copy_ptr[p])
+                continue
+            if copy_owner[dc] != p:
+                copy_owner[dc] = p
+                copy_of_dev[dc] = nc
+                copy_op[nc] = p
+                copy_dev[nc] = dc
+                copy_bytes[nc] = edge_bytes[e]
+                copy_refs[nc] = 0
+                link_count[d * D + dc] += _1
+                nc += _1
+            k = copy_of_dev[dc]
+            edge_copy[e] = k
+            copy_refs[k] += 1
+            if edge_bytes[e] > copy_bytes[k]:
+                copy_bytes[k] = edge_bytes[e]
+        copy_ptr[p + _1] = nc
+        out_refs[p] = 1 + local + np.int64(copy_ptr[p + _1] - copy_ptr[p])
 
     # -- FIFO queues: device d owns [dev_head[d], ...) of ready_*, link l of link_* --
-    dev_head = np.zeros(D, np.int64)
-    for d in range(1, D):
-        dev_head[d] = dev_head[d - 1] + dev_count[d - 1]
+    dev_head = np.zeros(D, np.uint32)
+    for d in range(_1, D):
+        dev_head[d] = dev_head[d - _1] + dev_count[d - _1]
     dev_tail = dev_head.copy()
-    ready_time = np.empty(n, np.float64)
-    ready_op = np.empty(n, np.int64)
-    link_head = np.zeros(L, np.int64)
-    for lk in range(1, L):
-        link_head[lk] = link_head[lk - 1] + link_count[lk - 1]
+    link_head = np.zeros(L, np.uint32)
+    for lk in range(_1, L):
+        link_head[lk] = link_head[lk - _1] + link_count[lk - _1]
     link_tail = link_head.copy()
-    link_time = np.empty(max(nc, 1), np.float64)
-    link_copy = np.empty(max(nc, 1), np.int64)
     ev_time = np.empty(D + L, np.float64)  # at most one event per device and per link
-    ev_id = np.empty(D + L, np.int64)
-    ev_size = 0
-    # devices and links that may be able to start something this instant
-    todo = np.empty(D + L, np.int64)
+    ev_id = np.empty(D + L, np.uint32)  # op index, or n + copy index
+    ev_size = _0
+    # devices (r < D) and links (r - D) that may be able to start something this instant
+    todo = np.empty(D + L, np.uint32)
     in_todo = np.zeros(D + L, np.bool_)
-    n_todo = 0
+    n_todo = _0
 
-    running = np.full(D, -1, np.int64)
+    running = np.full(D, n, np.uint32)  # n: idle
     link_busy = np.zeros(L, np.bool_)
-    recv_refs = np.zeros(max(nc, 1), np.int64)
     mem = np.zeros(D, np.float64)
-    peak = np.zeros(D, np.float64)
+    peak = np.zeros(D, np.float64)  # dynamic memory; parameters are added at the end
+    params = np.zeros(D, np.float64)
     busy = np.zeros(D, np.float64)
-    op_start = np.zeros(n, np.float64)
-    op_end = np.zeros(n, np.float64)
-    copy_start = np.zeros(max(nc, 1), np.float64)
-    copy_end = np.zeros(max(nc, 1), np.float64)
     comm = 0.0
 
     for p in range(n):
+        params[place[p]] += param_bytes[p]
         if pending[p] == 0:
             d = place[p]
             _enqueue(ready_time, ready_op, dev_head[d], dev_tail[d], 0.0, p)
-            dev_tail[d] += 1
+            dev_tail[d] += _1
     for d in range(D):
         todo[n_todo] = d
         in_todo[d] = True
-        n_todo += 1
+        n_todo += _1
 
     t = 0.0
     while True:
         # -- second half of the instant: idle devices and links start their next work --
-        while n_todo > 0:
-            n_todo -= 1
+        while n_todo > _0:
+            n_todo -= _1
             r = todo[n_todo]
             in_todo[r] = False
             if r < D:
                 d = r
-                if running[d] >= 0 or dev_head[d] == dev_tail[d]:
+                if running[d] != n or dev_head[d] == dev_tail[d]:
                     continue
                 op = ready_op[dev_head[d]]
-                dev_head[d] += 1
+                dev_head[d] += _1
                 running[d] = op
                 op_start[op] = t
-                busy[d] += dur[op]
+                duration = times[op, d]
+                busy[d] += duration
                 mem[d] += temp_bytes[op] + output_bytes[op]
                 if mem[d] > peak[d]:
                     peak[d] = mem[d]
-                _heap_push(ev_time, ev_id, ev_size, t + dur[op], op)
-                ev_size += 1
+                _heap_push(ev_time, ev_id, ev_size, t + duration, op)
+                ev_size += _1
             else:
                 lk = r - D
                 if link_busy[lk] or link_head[lk] == link_tail[lk]:
                     continue
                 k = link_copy[link_head[lk]]
-                link_head[lk] += 1
+                link_head[lk] += _1
                 link_busy[lk] = True
                 src = lk // D
                 dd = copy_dev[k]
@@ -227,55 +244,54 @@ def _simulate_kernel(
                 if mem[dd] > peak[dd]:
                     peak[dd] = mem[dd]
                 _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
-                ev_size += 1
-        if ev_size == 0:
+                ev_size += _1
+        if ev_size == _0:
             break
         # -- first half of the next instant: every finish at time t --
         t = ev_time[0]
-        while ev_size > 0 and ev_time[0] == t:
+        while ev_size > _0 and ev_time[0] == t:
             ev = _heap_pop(ev_time, ev_id, ev_size)
-            ev_size -= 1
+            ev_size -= _1
             if ev < n:
                 op = ev
                 d = place[op]
-                running[d] = -1
+                running[d] = n
                 if not in_todo[d]:
                     in_todo[d] = True
                     todo[n_todo] = d
-                    n_todo += 1
+                    n_todo += _1
                 op_end[op] = t
                 mem[d] -= temp_bytes[op]
                 # release the inputs this op was the last local consumer of
-                for j in range(in_ptr[op], in_ptr[op + 1]):
+                for j in range(in_ptr[op], in_ptr[op + _1]):
                     p = in_src[j]
                     if place[p] == d:
                         out_refs[p] -= 1
                         if out_refs[p] == 0:
                             mem[d] -= output_bytes[p]
                     else:
-                        for k in range(copy_ptr[p], copy_ptr[p + 1]):
-                            if copy_dev[k] == d:
-                                recv_refs[k] -= 1
-                                if recv_refs[k] == 0:
-                                    mem[d] -= copy_bytes[k]
+                        k = edge_copy[in_edges[j]]
+                        recv_refs[k] -= 1
+                        if recv_refs[k] == 0:
+                            mem[d] -= copy_bytes[k]
                 out_refs[op] -= 1
                 if out_refs[op] == 0:
                     mem[d] -= output_bytes[op]
-                for e in range(out_ptr[op], out_ptr[op + 1]):
+                for e in range(out_ptr[op], out_ptr[op + _1]):
                     c = edge_dst[e]
                     if place[c] == d:
                         pending[c] -= 1
                         if pending[c] == 0:
                             _enqueue(ready_time, ready_op, dev_head[d], dev_tail[d], t, c)
-                            dev_tail[d] += 1
-                for k in range(copy_ptr[op], copy_ptr[op + 1]):
+                            dev_tail[d] += _1
+                for k in range(copy_ptr[op], copy_ptr[op + _1]):
                     lk = d * D + copy_dev[k]
                     _enqueue(link_time, link_copy, link_head[lk], link_tail[lk], t, k)
-                    link_tail[lk] += 1
-                    if not in_todo[D + lk]:
+                    link_tail[lk] += _1
+                    if not link_busy[lk] and not in_todo[D + lk]:
                         in_todo[D + lk] = True
                         todo[n_todo] = D + lk
-                        n_todo += 1
+                        n_todo += _1
             else:
                 k = ev - n
                 p = copy_op[k]
@@ -285,25 +301,25 @@ def _simulate_kernel(
                 if not in_todo[D + lk]:
                     in_todo[D + lk] = True
                     todo[n_todo] = D + lk
-                    n_todo += 1
+                    n_todo += _1
                 copy_end[k] = t
                 out_refs[p] -= 1
                 if out_refs[p] == 0:
                     mem[place[p]] -= output_bytes[p]
-                for e in range(out_ptr[p], out_ptr[p + 1]):
+                for e in range(out_ptr[p], out_ptr[p + _1]):
                     c = edge_dst[e]
                     if place[c] == dd:
                         pending[c] -= 1
                         if pending[c] == 0:
                             _enqueue(ready_time, ready_op, dev_head[dd], dev_tail[dd], t, c)
-                            dev_tail[dd] += 1
-                            if not in_todo[dd]:
+                            dev_tail[dd] += _1
+                            if running[dd] == n and not in_todo[dd]:
                                 in_todo[dd] = True
                                 todo[n_todo] = dd
-                                n_todo += 1
+                                n_todo += _1
     return (
         t,
-        peak,
+        peak + params,
         busy,
         comm,
         op_start,
@@ -317,38 +333,18 @@ def _simulate_kernel(
 
 
 @numba.njit(cache=True, parallel=True)
-def _simulate_batch_kernel(
-    places: Any,
-    durs: Any,
-    out_ptr: Any,
-    edge_dst: Any,
-    edge_bytes: Any,
-    in_ptr: Any,
-    in_src: Any,
-    output_bytes: Any,
-    temp_bytes: Any,
-    latency: Any,
-    bandwidth: Any,
-) -> Any:
+def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
     B = places.shape[0]
-    D = latency.shape[0]
+    D = args[-1].shape[0]
     step = np.empty(B, np.float64)
     peaks = np.empty((B, D), np.float64)
     busys = np.empty((B, D), np.float64)
     comms = np.empty(B, np.float64)
+    ws_u_e, ws_i_e, ws_f_e, ws_u_n, ws_i_n, ws_f_n = workspaces
     for b in numba.prange(B):
+        w = numba.get_thread_id()
         r = _simulate_kernel(
-            places[b],
-            durs[b],
-            out_ptr,
-            edge_dst,
-            edge_bytes,
-            in_ptr,
-            in_src,
-            output_bytes,
-            temp_bytes,
-            latency,
-            bandwidth,
+            places[b], *args, ws_u_e[w], ws_i_e[w], ws_f_e[w], ws_u_n[w], ws_i_n[w], ws_f_n[w]
         )
         step[b] = r[0]
         peaks[b] = r[1]
@@ -359,17 +355,48 @@ def _simulate_batch_kernel(
 
 # ---- public API ------------------------------------------------------------------
 
+_KERNEL_GRAPHS: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
-def _graph_arrays(graph: OpGraph) -> tuple[Any, ...]:
-    return (
-        graph.out_ptr,
-        graph.edge_dst,
-        graph.edge_bytes,
-        graph.in_ptr,
-        graph.in_src,
-        graph.output_bytes,
-        graph.temp_bytes,
-    )
+
+def _kernel_args(graph: OpGraph, cost_model: CostModel) -> tuple[Any, ...]:
+    """The kernel's arguments after the placement; graph arrays converted once per graph."""
+    arrays = _KERNEL_GRAPHS.get(graph)
+    if arrays is None:
+        u = np.uint32
+        arrays = (
+            graph.out_ptr.astype(u),
+            graph.edge_dst.astype(u),
+            graph.edge_bytes,
+            graph.in_ptr.astype(u),
+            graph.in_edges.astype(u),
+            graph.in_src.astype(u),
+            graph.output_bytes,
+            graph.temp_bytes,
+            graph.param_bytes,
+        )
+        _KERNEL_GRAPHS[graph] = arrays
+    times = cost_model.op_times(graph)
+    return (times, *arrays, cost_model.link_latency, cost_model.link_bandwidth)
+
+
+_WORKSPACES: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _workspace(graph: OpGraph, threads: int) -> tuple[Any, ...]:
+    """Scratch arrays for `threads` concurrent kernels on `graph` ([thread, row, item])."""
+    cached = _WORKSPACES.get(graph)
+    if cached is None or cached[0].shape[0] < threads:
+        e, n = max(graph.num_edges, 1), graph.num_ops
+        cached = (
+            np.empty((threads, 4, e), np.uint32),
+            np.empty((threads, 2, e), np.int32),
+            np.empty((threads, 4, e), np.float64),
+            np.empty((threads, 2, n + 1), np.uint32),
+            np.empty((threads, 2, n), np.int32),
+            np.empty((threads, 3, n), np.float64),
+        )
+        _WORKSPACES[graph] = cached
+    return cached
 
 
 def _validity(
@@ -393,37 +420,25 @@ def simulate(
 ) -> SimResult:
     """Simulate one training step of `graph` with `placement` (device index per op)."""
     place = check_placement(graph, cluster, placement)
-    times = cost_model.op_times(graph, cluster)
-    dur = times[np.arange(graph.num_ops), place]
-    (
-        step,
-        peak,
-        busy,
-        comm,
-        op_start,
-        op_end,
-        copy_op,
-        copy_dev,
-        copy_bytes,
-        copy_start,
-        copy_end,
-    ) = _simulate_kernel(
-        place, dur, *_graph_arrays(graph), cost_model.link_latency, cost_model.link_bandwidth
+    cost_model.check_cluster(cluster)
+    workspace = [w[0] for w in _workspace(graph, 1)]
+    step, peak, busy, comm, op_start, op_end, *copies = _simulate_kernel(
+        place.astype(np.uint32), *_kernel_args(graph, cost_model), *workspace
     )
-    params = np.bincount(place, weights=graph.param_bytes, minlength=cluster.num_devices)
-    peak = peak + params
     valid, reason = _validity(graph, cluster, place, peak)
     record = None
     if trace:
+        copy_op, copy_dev, copy_bytes, copy_start, copy_end = copies
+        order = np.lexsort((copy_dev, copy_op))  # by producer, then destination device
         record = Trace(
-            op_start=op_start,
-            op_end=op_end,
-            copy_op=copy_op,
-            copy_src=place[copy_op],
-            copy_dst=copy_dev,
-            copy_bytes=copy_bytes,
-            copy_start=copy_start,
-            copy_end=copy_end,
+            op_start=op_start.copy(),  # the kernel's arrays belong to the workspace
+            op_end=op_end.copy(),
+            copy_op=copy_op[order].astype(np.int64),
+            copy_src=place[copy_op[order]],
+            copy_dst=copy_dev[order].astype(np.int64),
+            copy_bytes=copy_bytes[order],
+            copy_start=copy_start[order],
+            copy_end=copy_end[order],
         )
     return SimResult(
         step_time=float(step),
@@ -447,18 +462,12 @@ def simulate_batch(
     The placements run in parallel over the machine's cores (numba threads).
     """
     places = check_batch(graph, cluster, placements)
-    times = cost_model.op_times(graph, cluster)
-    durs = times[np.arange(graph.num_ops)[None, :], places]
+    cost_model.check_cluster(cluster)
     step, peak, busy, comm = _simulate_batch_kernel(
-        places,
-        np.ascontiguousarray(durs),
-        *_graph_arrays(graph),
-        cost_model.link_latency,
-        cost_model.link_bandwidth,
+        places.astype(np.uint32),
+        _kernel_args(graph, cost_model),
+        _workspace(graph, numba.get_num_threads()),
     )
-    D = cluster.num_devices
-    params = np.stack([np.bincount(p, weights=graph.param_bytes, minlength=D) for p in places])
-    peak = peak + params
     valid = np.empty(len(places), dtype=bool)
     reasons: list[str | None] = []
     for b in range(len(places)):
