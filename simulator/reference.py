@@ -40,6 +40,14 @@ def simulate_reference(
             key = (int(s), place[d])
             copy_bytes[key] = max(copy_bytes.get(key, float(b)), float(b))
     copies = sorted(copy_bytes)
+    ops_on: list[list[int]] = [[] for _ in range(D)]
+    for i in range(n):
+        ops_on[place[i]].append(i)
+    copies_from: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    copies_into: list[list[tuple[int, int]]] = [[] for _ in range(D)]
+    for k in copies:
+        copies_from[k[0]].append(k)
+        copies_into[k[1]].append(k)
 
     op_start: list[float | None] = [None] * n
     op_end: list[float] = [0.0] * n
@@ -58,24 +66,20 @@ def simulate_reference(
 
     def memory_in_use(d: int) -> float:
         total = 0.0
-        for i in range(n):
-            if place[i] != d or op_start[i] is None:
+        for i in ops_on[d]:
+            if op_start[i] is None:
                 continue
             if not op_done[i]:
                 total += float(graph.temp_bytes[i])
             still_needed = (
                 not op_done[i]
                 or any(not op_done[c] for c in succs[i] if place[c] == d)
-                or any(k not in copy_done for k in copies if k[0] == i)
+                or any(k not in copy_done for k in copies_from[i])
             )
             if still_needed:
                 total += float(graph.output_bytes[i])
-        for p, dd in copies:
-            if (
-                dd == d
-                and (p, dd) in copy_start
-                and any(not op_done[c] for c in succs[p] if place[c] == d)
-            ):
+        for p, dd in copies_into[d]:
+            if (p, dd) in copy_start and any(not op_done[c] for c in succs[p] if place[c] == d):
                 total += copy_bytes[(p, dd)]
         return total
 
@@ -88,8 +92,8 @@ def simulate_reference(
                 continue
             ready = [
                 (max((arrival_time(p, d) for p in preds[i]), default=0.0), i)
-                for i in range(n)
-                if place[i] == d and op_start[i] is None and all(arrived(p, d) for p in preds[i])
+                for i in ops_on[d]
+                if op_start[i] is None and all(arrived(p, d) for p in preds[i])
             ]
             if ready:
                 _, i = min(ready)
@@ -101,8 +105,8 @@ def simulate_reference(
                     continue
                 ready_copies = [
                     (op_end[p], p)
-                    for p, dd in copies
-                    if place[p] == src and dd == dst and op_done[p] and (p, dd) not in copy_start
+                    for p, dd in copies_into[dst]
+                    if place[p] == src and op_done[p] and (p, dd) not in copy_start
                 ]
                 if ready_copies:
                     _, p = min(ready_copies)
@@ -126,9 +130,9 @@ def simulate_reference(
             now = running[d]
             if now is not None and op_end[now] == t:
                 op_done[now], running[d] = True, None
-        for link, k in link_copy.items():
-            if k is not None and copy_end[k] == t:
-                copy_done.add(k)
+        for link, flying in link_copy.items():
+            if flying is not None and copy_end[flying] == t:
+                copy_done.add(flying)
                 link_copy[link] = None
 
     assert all(op_done), "every op of a DAG runs"
