@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(_summary(graph, cluster, cost, result, place))
+    if args.trace is not None:
+        print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
     return 0
 
 
