@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(_summary(graph, cluster, cost, result, place))
     if args.trace is not None:
-        print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr)
+        print(
+            f"trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr
+        )
     return 0
 
 
