@@ -121,6 +121,7 @@ def _simulate_kernel(
     ws_u_n: Any,  # [2, n + 1] uint32
     ws_i_n: Any,  # [2, n] int32
     ws_f_n: Any,  # [3, n] float64
+    record: bool,  # write start/end times for a trace (skipped otherwise: less memory traffic)
 ) -> Any:
     n = np.uint32(place.shape[0])
     D = np.uint32(latency.shape[0])
@@ -219,7 +220,8 @@ def _simulate_kernel(
                 op = ready_op[dev_head[d]]
                 dev_head[d] += _1
                 running[d] = op
-                op_start[op] = t
+                if record:
+                    op_start[op] = t
                 duration = times[op, d]
                 busy[d] += duration
                 mem[d] += temp_bytes[op] + output_bytes[op]
@@ -236,7 +238,8 @@ def _simulate_kernel(
                 link_busy[lk] = True
                 src = lk // D
                 dd = copy_dev[k]
-                copy_start[k] = t
+                if record:
+                    copy_start[k] = t
                 duration = latency[src, dd] + copy_bytes[k] / bandwidth[src, dd]
                 comm += copy_bytes[k]
                 recv_refs[k] = copy_refs[k]
@@ -260,7 +263,8 @@ def _simulate_kernel(
                     in_todo[d] = True
                     todo[n_todo] = d
                     n_todo += _1
-                op_end[op] = t
+                if record:
+                    op_end[op] = t
                 mem[d] -= temp_bytes[op]
                 # release the inputs this op was the last local consumer of
                 for j in range(in_ptr[op], in_ptr[op + _1]):
@@ -302,7 +306,8 @@ def _simulate_kernel(
                     in_todo[D + lk] = True
                     todo[n_todo] = D + lk
                     n_todo += _1
-                copy_end[k] = t
+                if record:
+                    copy_end[k] = t
                 out_refs[p] -= 1
                 if out_refs[p] == 0:
                     mem[place[p]] -= output_bytes[p]
@@ -344,7 +349,15 @@ def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
     for b in numba.prange(B):
         w = numba.get_thread_id()
         r = _simulate_kernel(
-            places[b], *args, ws_u_e[w], ws_i_e[w], ws_f_e[w], ws_u_n[w], ws_i_n[w], ws_f_n[w]
+            places[b],
+            *args,
+            ws_u_e[w],
+            ws_i_e[w],
+            ws_f_e[w],
+            ws_u_n[w],
+            ws_i_n[w],
+            ws_f_n[w],
+            False,
         )
         step[b] = r[0]
         peaks[b] = r[1]
@@ -423,7 +436,7 @@ def simulate(
     cost_model.check_cluster(cluster)
     workspace = [w[0] for w in _workspace(graph, 1)]
     step, peak, busy, comm, op_start, op_end, *copies = _simulate_kernel(
-        place.astype(np.uint32), *_kernel_args(graph, cost_model), *workspace
+        place.astype(np.uint32), *_kernel_args(graph, cost_model), *workspace, trace
     )
     valid, reason = _validity(graph, cluster, place, peak)
     record = None
