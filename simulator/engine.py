@@ -7,6 +7,10 @@ idle device starts its earliest-ready op (ties: lower op index) and every idle l
 earliest-ready copy (ties: lower producer index). Allocations only happen in that second
 half, so the peak is taken there. `reference.py` implements the same rules plainly;
 tests require both to agree exactly.
+
+Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
+graph, and its scratch arrays are reused across calls (one workspace per graph; the
+kernels hold the GIL, so Python threads cannot share one at the same time).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy.typing as npt
 
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
+from simulator.errors import GraphError
 from simulator.graph import FloatArray, IntArray, OpGraph
 from simulator.placement import check_batch, check_placement, split_colocation_group
 from simulator.result import BatchResult, SimResult, Trace
@@ -375,6 +380,11 @@ def _kernel_args(graph: OpGraph, cost_model: CostModel) -> tuple[Any, ...]:
     """The kernel's arguments after the placement; graph arrays converted once per graph."""
     arrays = _KERNEL_GRAPHS.get(graph)
     if arrays is None:
+        if graph.num_ops + graph.num_edges >= 2**32 - 1:
+            raise GraphError(
+                f"graph {graph.name!r} has {graph.num_ops} ops and {graph.num_edges} edges; "
+                "the simulator's 32-bit indices allow fewer than 2^32 - 1 together"
+            )
         u = np.uint32
         arrays = (
             graph.out_ptr.astype(u),
