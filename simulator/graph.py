@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -150,7 +151,7 @@ class OpGraph:
         np.cumsum(np.bincount(dst, minlength=n), out=in_ptr[1:])
         return cls(
             name=str(doc.get("name", "graph")),
-            meta=dict(meta),
+            meta=MappingProxyType(dict(meta)),
             names=tuple(names),
             type_vocab=type_vocab,
             type_ids=_frozen(type_ids, np.int64),
@@ -165,7 +166,7 @@ class OpGraph:
             module_ids=_frozen(module_ids, np.int64),
             phase_ids=_frozen(phase_ids, np.int64),
             signatures=signatures,
-            time_overrides={k: _frozen(v, np.float64) for k, v in times.items()},
+            time_overrides=MappingProxyType({k: _frozen(v, np.float64) for k, v in times.items()}),
             edge_src=_frozen(src, np.int64),
             edge_dst=_frozen(dst, np.int64),
             edge_bytes=_frozen(ebytes, np.float64),

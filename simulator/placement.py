@@ -27,11 +27,12 @@ def _as_indices(array: npt.NDArray[Any]) -> IntArray:
     raise PlacementError(f"placement must hold integer device indices, got dtype {array.dtype}")
 
 
-def _out_of_range(graph: OpGraph, cluster: Cluster, array: IntArray, prefix: str) -> None:
+def _out_of_range(graph: OpGraph, cluster: Cluster, array: IntArray) -> None:
+    """Raise naming the first op placed outside the cluster (and its row in a batch)."""
     bad = np.argwhere((array < 0) | (array >= cluster.num_devices))
     if len(bad):
         *b, i = bad[0]
-        where = f"placement {b[0]}: " if b else prefix
+        where = f"placement {b[0]}: " if b else ""
         raise PlacementError(
             f"{where}op {graph.names[i]!r} is placed on device {array[tuple(bad[0])]}, but "
             f"cluster {cluster.name!r} has devices 0..{cluster.num_devices - 1}"
@@ -50,7 +51,7 @@ def check_placement(graph: OpGraph, cluster: Cluster, placement: npt.ArrayLike) 
             f"index per op of graph {graph.name!r}"
         )
     result = _as_indices(array)
-    _out_of_range(graph, cluster, result, "")
+    _out_of_range(graph, cluster, result)
     return result
 
 
@@ -62,7 +63,7 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: npt.ArrayLike) -> 
             f"placement batch has shape {array.shape}, expected (batch, {graph.num_ops})"
         )
     result = _as_indices(array)
-    _out_of_range(graph, cluster, result, "")
+    _out_of_range(graph, cluster, result)
     return result
 
 
