@@ -1,5 +1,10 @@
 """Model definitions, training-step capture, suite registry and expert placements.
 
-The suites land in a later issue; this package already exists so that the layout of
-DESIGN.md holds from the first commit.
+import suites
+suites.names()                      # ['inception_v3', 'gnmt', 'bert']
+graph = suites.load("bert", "small")  # captured once, then read from the cache
 """
+
+from suites.registry import SuiteError, load, names
+
+__all__ = ["SuiteError", "load", "names"]

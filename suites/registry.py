@@ -1,0 +1,102 @@
+"""The suite registry: names, configs, and captured graphs cached on disk.
+
+`load(name, variant)` captures a suite's training step the first time and reads the
+cached `.json.gz` afterwards. The cache key hashes everything the graph depends on: the
+model config, the torch version and the source of the capture code and of the model
+definition, so changing any of them recaptures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from simulator import OpGraph
+from suites import capture as capture_module
+from suites.models import bert, gnmt, inception_v3
+
+VARIANTS = ("default", "small")
+
+
+class SuiteError(ValueError):
+    """Unknown suite or variant; the message lists the valid ones."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    module: ModuleType  # defines build(config) -> (model, inputs, target, loss_fn)
+    configs: dict[str, Any]  # variant -> config
+
+    def build(
+        self, variant: str
+    ) -> tuple[torch.nn.Module, tuple[Any, ...], Any, Callable[..., Any]]:
+        return self.module.build(self.configs[variant])  # type: ignore[no-any-return]
+
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite("inception_v3", inception_v3, {
+            "default": inception_v3.InceptionConfig.default(),
+            "small": inception_v3.InceptionConfig.small(),
+        }),
+        Suite("gnmt", gnmt, {
+            "default": gnmt.GNMTConfig.default(), "small": gnmt.GNMTConfig.small(),
+        }),
+        Suite("bert", bert, {
+            "default": bert.BertConfig.default(), "small": bert.BertConfig.small(),
+        }),
+    )
+}  # fmt: skip
+
+
+def names() -> list[str]:
+    """The built-in suite names."""
+    return list(SUITES)
+
+
+def get(name: str, variant: str = "default") -> Suite:
+    if name not in SUITES:
+        raise SuiteError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
+    if variant not in VARIANTS:
+        raise SuiteError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
+    return SUITES[name]
+
+
+def cache_dir() -> Path:
+    """`$EAGLE_CACHE_DIR`, else `~/.cache/eagle-bench/graphs`."""
+    default = Path.home() / ".cache" / "eagle-bench" / "graphs"
+    return Path(os.environ.get("EAGLE_CACHE_DIR", default))
+
+
+def cache_key(suite: Suite, variant: str) -> str:
+    parts = [
+        repr(suite.configs[variant]),
+        torch.__version__,
+        inspect.getsource(capture_module),
+        inspect.getsource(suite.module),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def load(name: str, variant: str = "default", *, use_cache: bool = True) -> OpGraph:
+    """The captured training-step graph of suite `name` (captured once, then cached)."""
+    suite = get(name, variant)
+    path = cache_dir() / f"{name}-{variant}-{cache_key(suite, variant)}.json.gz"
+    if use_cache and path.exists():
+        return OpGraph.load(path)
+    torch.manual_seed(0)
+    model, inputs, target, loss_fn = suite.build(variant)
+    graph = capture_module.capture(model, inputs, target, loss_fn, name=f"{name}-{variant}")
+    if use_cache:
+        graph.save(path)
+    return graph
