@@ -5,6 +5,7 @@ suites.names()                      # ['inception_v3', 'gnmt', 'bert']
 graph = suites.load("bert", "small")  # captured once, then read from the cache
 """
 
+from suites.expert import expert_placement
 from suites.registry import SuiteError, load, names
 
-__all__ = ["SuiteError", "load", "names"]
+__all__ = ["SuiteError", "expert_placement", "load", "names"]

@@ -394,8 +394,9 @@ def capture(
             if phase == "optimizer" and src in group_of:
                 op["colocation"] = group_of[src]
                 op["module"] = op["module"] or owner_module(group_of[src].removeprefix("param:"))
-        if node in producer_group:
+        if node in producer_group:  # it makes a parameter's gradient: it belongs there
             op["colocation"] = producer_group[node]
+            op["module"] = owner_module(producer_group[node].removeprefix("param:"))
         if op["colocation"] is not None:
             group_of[node] = op["colocation"]
         ops.append(op)

@@ -60,3 +60,21 @@ def graph(ops: list[dict[str, Any]], edges: list[tuple[str, str, float]]) -> OpG
 def unit2() -> tuple[Cluster, CostModel]:
     cluster = unit_cluster(2)
     return cluster, CostModel.default(cluster)
+
+
+@pytest.fixture(scope="session")
+def small_suites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, OpGraph]:
+    """The three suites' `small` graphs, captured once per test session into a temp cache."""
+    import os
+
+    import suites
+
+    old = os.environ.get("EAGLE_CACHE_DIR")
+    os.environ["EAGLE_CACHE_DIR"] = str(tmp_path_factory.mktemp("graph-cache"))
+    try:
+        return {name: suites.load(name, "small") for name in suites.names()}
+    finally:
+        if old is None:
+            del os.environ["EAGLE_CACHE_DIR"]
+        else:
+            os.environ["EAGLE_CACHE_DIR"] = old
