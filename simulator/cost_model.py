@@ -4,7 +4,8 @@ Precedence per op and device type (DESIGN.md, "Cost model"):
 1. the op's own `time` entry for that device type (measured by the user);
 2. a profiled measurement of the same op signature on that device type;
 3. the device type's roofline (`simulator.devices`): measured-and-fitted constants once
-   `eagle-profile` has calibrated the type, datasheet values until then.
+   `eagle-profile` has calibrated the type, datasheet values until then. An op with
+   neither FLOPs nor bytes (a parameter or input placeholder) launches no kernel: 0 s.
 Copies follow the alpha-beta model of the cluster's links: `latency + bytes / bandwidth`.
 """
 
@@ -143,6 +144,9 @@ class CostModel:
             eff = eff_by_class[class_of_type[graph.type_ids]]
             compute = graph.flops / (roof.peak_flops * eff)
             memory = graph.bytes / (roof.mem_bandwidth * roof.mem_efficiency)
-            roofline = roof.launch_overhead + np.maximum(compute, memory)
+            # An op that reads and writes nothing (a parameter or input placeholder)
+            # launches no kernel and costs nothing.
+            launches = (graph.flops > 0) | (graph.bytes > 0)
+            roofline = np.where(launches, roof.launch_overhead, 0.0) + np.maximum(compute, memory)
             column[todo] = roofline[todo]
         return column, PricedBy(n_override, n_measured, int(np.count_nonzero(todo)))

@@ -100,10 +100,17 @@ def test_roofline_times_on_p100x4_by_hand():
     }
 
 
-def test_zero_work_op_costs_the_launch_overhead():
+def test_zero_work_op_is_free_and_any_work_pays_the_launch_overhead():
     cost = CostModel.default(Cluster.load("p100x4"))
-    g = _graph([{"name": "noop", "type": "aten.view", "flops": 0, "bytes": 0, "output_bytes": 0}])
-    assert cost.op_times(g).tolist() == [[5e-6] * 5]
+    g = _graph(
+        [
+            {"name": "param", "type": "param", "flops": 0, "bytes": 0, "output_bytes": 4096},
+            {"name": "tiny", "type": "aten.add", "flops": 1, "bytes": 0, "output_bytes": 4},
+        ]
+    )
+    times = cost.op_times(g)
+    assert times[0].tolist() == [0.0] * 5
+    assert times[1, 1] == pytest.approx(5e-6 + 1 / (9.3e12 * 0.3), rel=1e-12)
 
 
 def test_precedence_override_then_measured_then_roofline():
