@@ -33,6 +33,12 @@ class CliError(Exception):
     """A user-facing failure: printed as one line, exit status 2."""
 
 
+def _first_line(e: BaseException) -> str:
+    """Errors are printed as one line; torch's messages can run to dozens."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def _import(spec: str) -> Callable[[], Any]:
     if ":" not in spec:
         raise CliError(f"expected MODULE:FUNCTION (e.g. my_models.py:build), got {spec!r}")
@@ -54,7 +60,7 @@ def _import(spec: str) -> Callable[[], Any]:
     except CliError:
         raise
     except Exception as e:  # the user's module failed to import: say why
-        raise CliError(f"cannot import {where!r}: {type(e).__name__}: {e}") from None
+        raise CliError(f"cannot import {where!r}: {type(e).__name__}: {_first_line(e)}") from None
     fn = getattr(module, func, None)
     if not callable(fn):
         raise CliError(f"{where!r} has no function {func!r}")
@@ -65,7 +71,7 @@ def _build(fn: Callable[[], Any], spec: str) -> tuple[torch.nn.Module, tuple[Any
     try:
         built = fn()
     except Exception as e:
-        raise CliError(f"{spec}() failed: {type(e).__name__}: {e}") from None
+        raise CliError(f"{spec}() failed: {type(e).__name__}: {_first_line(e)}") from None
     shape = "(model, inputs, target, loss_fn)"
     if not isinstance(built, tuple) or len(built) != 4:
         raise CliError(f"{spec}() must return {shape}, got {type(built).__name__}")
@@ -96,7 +102,11 @@ def capture_main(argv: list[str] | None = None) -> int:
         except SimulatorError:
             raise
         except Exception as e:
-            raise CliError(f"tracing the training step failed: {type(e).__name__}: {e}") from None
+            raise CliError(
+                f"tracing the training step failed: {type(e).__name__}: {_first_line(e)} "
+                "(the step is traced with fake tensors: control flow that depends on tensor "
+                "values cannot be captured)"
+            ) from None
         path = Path(args.out) / f"{args.name}.json.gz"
         try:
             graph.save(path)
