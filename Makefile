@@ -26,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tests/benchmarks/simulator_speed.py
+	$(BIN)/python tests/benchmarks/capture_speed.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check eagle simulator suites tests
