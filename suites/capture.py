@@ -353,6 +353,7 @@ def capture(
     ops: list[dict[str, Any]] = []
     edges: dict[tuple[str, str], int] = {}
     group_of: dict[torch.fx.Node, str] = dict(producer_group)
+    module_of: dict[torch.fx.Node, str] = {}
     for node in nodes:
         if source.get(node) is not node:
             continue
@@ -376,6 +377,13 @@ def capture(
             phase, module = "forward", forward_module_of(i)
         elif i < marks.optimizer_start:
             phase, module = "backward", seq_module.get(int(seq), "") if seq is not None else ""
+            # The engine sums the gradients of a tensor used several times (a weight
+            # shared across time steps) while running whichever node comes next, so the
+            # sum gets that node's tag; it belongs with the gradients it adds up.
+            if _base_name(node) == "add":
+                owners = {module_of.get(source.get(a, a), "") for a in node.all_input_nodes}
+                if len(owners) == 1 and "" not in owners:
+                    module = owners.pop()
         else:
             phase, module = "optimizer", ""
         inputs_bytes = sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes)
@@ -397,6 +405,7 @@ def capture(
         if node in producer_group:  # it makes a parameter's gradient: it belongs there
             op["colocation"] = producer_group[node]
             op["module"] = owner_module(producer_group[node].removeprefix("param:"))
+        module_of[node] = op["module"]
         if op["colocation"] is not None:
             group_of[node] = op["colocation"]
         ops.append(op)

@@ -11,8 +11,10 @@ whose name does not start with "cpu"; all devices if there are none):
 - BERT: encoder layers split evenly in order; embeddings on the first GPU, pooler and
   both pre-training heads on the last.
 
-Ops without a module (the input data) go where their first consumer goes, and every
-colocation group then follows its parameter, so the placement is always colocation-safe.
+Ops that belong to no layer (the input data, and glue code in a container's forward such
+as GNMT's concatenations and residual additions) go where their first consumer goes, and
+every colocation group then follows its parameter, so the placement is always
+colocation-safe.
 """
 
 from __future__ import annotations
@@ -37,25 +39,31 @@ def _layer_slot(layer: int, layers: int, slots: int) -> int:
     return layer * slots // layers
 
 
-def _inception_rule(module: str, g: int) -> int:
+Rule = Callable[[str, int], int | None]  # (module path, number of GPUs) -> GPU slot, or
+# None: not a layer of its own, follow the consumer
+
+
+def _inception_rule(module: str, g: int) -> int | None:
     return 0
 
 
-def _gnmt_rule(layers: int) -> Callable[[str, int], int]:
-    def rule(module: str, g: int) -> int:
+def _gnmt_rule(layers: int) -> Rule:
+    def rule(module: str, g: int) -> int | None:
         if m := re.match(r"encoder\.cells\.(\d+)", module):
             return _layer_slot(int(m.group(1)) + 1, layers, g)  # cells.0 is layer 2
         if m := re.match(r"decoder\.cells\.(\d+)", module):
             return _layer_slot(int(m.group(1)), layers, g)
         if module.startswith(("decoder.attention", "decoder.classifier", "loss")):
             return g - 1
-        return 0  # embeddings, the bidirectional first encoder layer, the model's glue
+        if module in ("encoder", "decoder", "model"):
+            return None  # concatenations and residual additions between layers
+        return 0  # embeddings and the bidirectional first encoder layer
 
     return rule
 
 
-def _bert_rule(layers: int) -> Callable[[str, int], int]:
-    def rule(module: str, g: int) -> int:
+def _bert_rule(layers: int) -> Rule:
+    def rule(module: str, g: int) -> int | None:
         if m := re.match(r"layers\.(\d+)", module):
             return _layer_slot(int(m.group(1)), layers, g)
         if module.endswith("embeddings") or module in ("embedding_norm", "dropout"):
@@ -72,7 +80,7 @@ def _count_layers(graph: OpGraph, pattern: str) -> int:
 
 def expert_placement(name: str, graph: OpGraph, cluster: Cluster) -> IntArray:
     """The expert placement of suite `name`'s `graph` on `cluster` (device index per op)."""
-    rule: Callable[[str, int], int]
+    rule: Rule
     if name == "inception_v3":
         rule = _inception_rule
     elif name == "gnmt":
@@ -82,9 +90,10 @@ def expert_placement(name: str, graph: OpGraph, cluster: Cluster) -> IntArray:
     else:
         raise SuiteError(f"no expert placement for {name!r}; suites: {', '.join(names())}")
     gpus = _gpus(cluster)
-    slot_of_module = [rule(m, len(gpus)) if m else -1 for m in graph.module_vocab]
+    slots = [rule(m, len(gpus)) if m else None for m in graph.module_vocab]
+    slot_of_module = [-1 if slot is None else slot for slot in slots]
     place = np.array([slot_of_module[m] for m in graph.module_ids], dtype=np.int64)
-    for i in np.flatnonzero(place < 0)[::-1]:  # inputs: with their first consumer
+    for i in np.flatnonzero(place < 0)[::-1]:  # in reverse order: consumers are placed
         consumers = graph.successors(int(i))
         place[i] = place[consumers[0]] if len(consumers) else 0
     place = np.maximum(place, 0)

@@ -119,3 +119,22 @@ def test_bert_matmul_flops_are_three_times_the_forward_gemms():
     heads = 2 * b * h * h + 2 * b * h * 2 + 2 * tokens * h * h + 2 * tokens * h * v
     forward = layers * per_layer + heads
     assert matmul_flops(g) == 3 * forward
+
+
+def test_gradient_sums_of_shared_weights_stay_with_their_layer(small_suites):
+    # GNMT's LSTM weights are used at every time step; the autograd engine sums their
+    # per-step gradients in a chain of adds, which must belong to the layer, not to
+    # whichever node the engine ran next.
+    g = small_suites["gnmt"]
+    group = "param:decoder.cells.1.weight_hh"
+    producer = next(
+        i for i in range(g.num_ops) if g.colocation(i) == group and g.phase(i) == "backward"
+    )
+    chain, frontier = [], [producer]
+    while frontier:
+        i = frontier.pop()
+        if g.op_type(i) == "aten.add.Tensor" and g.phase(i) == "backward":
+            chain.append(i)
+            frontier.extend(int(j) for j in g.predecessors(i))
+    assert len(chain) >= gnmt.GNMTConfig.small().tgt_len - 1  # an add per extra time step
+    assert {g.module(i) for i in chain} == {"decoder.cells.1"}
