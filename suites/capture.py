@@ -29,7 +29,7 @@ import operator
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -113,7 +113,7 @@ class _Marks:
 
     backward_start: int = -1
     optimizer_start: int = -1
-    module_spans: list[tuple[str, int, int]] | None = None
+    module_spans: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def _trace_length() -> int:
@@ -177,11 +177,11 @@ def _trace(
         for name, p in params.items()
         for i in range(opt.states_per_param)
     }
-    marks = _Marks(module_spans=[])
+    marks = _Marks()
+    k = opt.states_per_param
 
     def step(params: dict[str, Tensor], buffers: dict[str, Tensor], states: dict[str, Tensor],
              inputs: Sequence[Tensor], target: Any) -> Any:  # fmt: skip
-        assert marks.module_spans is not None
         with _module_spans(model, marks.module_spans):
             out = functional_call(model, {**params, **buffers}, tuple(inputs))
         loss = loss_fn(out, target)
@@ -190,10 +190,9 @@ def _trace(
         grads = torch.autograd.grad(loss, list(params.values()))
         marks.optimizer_start = _trace_length()
         new_params, new_states = [], []
+        state_list = list(states.values())  # the traced arguments, not the outer tensors
         for i, (p, g) in enumerate(zip(params.values(), grads, strict=True)):
-            k = opt.states_per_param
-            state = list(states.values())[i * k : (i + 1) * k]
-            new_p, new_s = opt.update(p, g, state)
+            new_p, new_s = opt.update(p, g, state_list[i * k : (i + 1) * k])
             new_params.append(new_p)
             new_states.extend(new_s)
         return loss, grads, new_params, new_states
@@ -305,7 +304,6 @@ def capture(
 
     # Forward module of each node index, innermost span wins (spans close inner-first).
     forward_module: dict[int, str] = {}
-    assert marks.module_spans is not None
     for path, start, end in marks.module_spans:
         for i in range(start, end):
             forward_module.setdefault(i, path)
