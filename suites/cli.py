@@ -27,6 +27,7 @@ import torch
 import suites
 from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, simulate
 from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture
+from suites.expert import gpu_indices
 
 
 class CliError(Exception):
@@ -131,7 +132,7 @@ def _load_graph(spec: str, variant: str) -> OpGraph:
 def stats(graph: OpGraph, cluster: Cluster, top: int = 10) -> str:
     """A readable summary: size, FLOPs and bytes by phase, bounds, single-GPU fit, op types."""
     cost = CostModel.default(cluster)
-    gpu = next((i for i, d in enumerate(cluster.devices) if not d.name.startswith("cpu")), 0)
+    gpu = gpu_indices(cluster)[0]
     kernels = np.array([graph.op_type(i) not in PLACEHOLDER_TYPES for i in range(graph.num_ops)])
     lines = [f"graph {graph.name}: {graph.num_ops} ops, {graph.num_edges} edges", ""]
     lines.append(f"{'phase':<10}{'ops':>8}{'GFLOP':>12}{'output GB':>12}")

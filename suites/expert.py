@@ -29,7 +29,8 @@ from simulator.graph import IntArray
 from suites.registry import SuiteError, names
 
 
-def _gpus(cluster: Cluster) -> list[int]:
+def gpu_indices(cluster: Cluster) -> list[int]:
+    """Device ids of the cluster's accelerators: names not starting with "cpu" (else all)."""
     gpus = [i for i, d in enumerate(cluster.devices) if not d.name.startswith("cpu")]
     return gpus or list(range(cluster.num_devices))
 
@@ -89,7 +90,7 @@ def expert_placement(name: str, graph: OpGraph, cluster: Cluster) -> IntArray:
         rule = _bert_rule(_count_layers(graph, r"layers\.(\d+)"))
     else:
         raise SuiteError(f"no expert placement for {name!r}; suites: {', '.join(names())}")
-    gpus = _gpus(cluster)
+    gpus = gpu_indices(cluster)
     slots = [rule(m, len(gpus)) if m else None for m in graph.module_vocab]
     slot_of_module = [-1 if slot is None else slot for slot in slots]
     place = np.array([slot_of_module[m] for m in graph.module_ids], dtype=np.int64)
