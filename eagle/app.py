@@ -1,0 +1,150 @@
+"""`eagle-run`: the Hydra app. One run = one agent on one suite and cluster with one seed.
+
+    eagle-run agent=heft suite=gnmt cluster=p100x4 seed=0
+    eagle-run suite.path=my_model.json.gz cluster.path=my_cluster.yaml agent=m_etf
+    eagle-run -m agent=single,random,expert suite=inception_v3,gnmt,bert   # a sweep
+
+Config becomes objects here and nowhere else (lightning-hydra-template style): `main`
+is a thin `@hydra.main` around `run(cfg, out_dir)`, which tests call directly. The run
+dir is named `SUITE__AGENT__CLUSTER__SEED` (under `runs/`, or the sweep dir), holds the
+outputs described in `eagle.run_dir`, and a rerun of the same command there resumes from
+its checkpoint (`resume=false` starts afresh).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from eagle import run_dir
+from eagle.placer import Placer
+from eagle.problem import Problem, label
+from eagle.search import Budget, search
+from simulator import placement_to_json
+
+log = logging.getLogger("eagle")
+
+OmegaConf.register_new_resolver("label", label, replace=True)
+
+
+def identity(cfg: DictConfig) -> dict[str, Any]:
+    """Who a run is, from its config alone (known even when loading the graph fails)."""
+    return {
+        "suite": label(cfg.suite.name, cfg.suite.path),
+        "agent": str(cfg.agent.name),
+        "cluster": label(cfg.cluster.name, cfg.cluster.path),
+        "seed": int(cfg.seed),
+    }
+
+
+def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
+    """Instantiate the agent config (`_target_` and hyperparameters; `name` is ours)."""
+    fields = {k: v for k, v in OmegaConf.to_container(agent, resolve=True).items()}  # type: ignore[union-attr]
+    fields.pop("name")
+    fields["_partial_"] = True
+    placer: Placer = instantiate(fields)(problem, seed=seed)
+    return placer
+
+
+def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
+    """Run one search and write its outputs to `out_dir`; returns the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    who = identity(cfg)
+    run_dir.write_text(out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+    graph = instantiate(cfg.suite)
+    cluster = instantiate(cfg.cluster)
+    cost_model = instantiate(cfg.cost_model, cluster=cluster)
+    problem = Problem(suite=who["suite"], graph=graph, cluster=cluster, cost_model=cost_model)
+    placer = make_placer(cfg.agent, problem, who["seed"])
+
+    checkpoint = out_dir / run_dir.CHECKPOINT
+    if not cfg.resume:
+        checkpoint.unlink(missing_ok=True)
+    meta = {
+        **who,
+        "agent_config": OmegaConf.to_yaml(cfg.agent, resolve=True),
+        "cost_model_config": OmegaConf.to_yaml(cfg.cost_model, resolve=True),
+        "graph": f"{graph.name}: {graph.num_ops} ops, {len(graph.edge_src)} edges",
+    }
+    result = search(
+        placer,
+        problem,
+        Budget(samples=int(cfg.budget.samples), seconds=cfg.budget.seconds),
+        checkpoint=checkpoint,
+        checkpoint_every=int(cfg.checkpoint_every),
+        checkpoint_meta=meta,
+        progress=bool(cfg.progress),
+    )
+    summary = {
+        **who,
+        "best_step_time": result.best_step_time,
+        "best_valid": result.best_valid,
+        "best_reason": result.best_reason,
+        "samples": result.samples,
+        "sim_calls": result.sim_calls,
+        "iterations": result.iterations,
+        "wall_s": result.wall_s,
+        "lower_bound": problem.lower_bound,
+        "stopped_by": result.stopped_by,
+        "notes": list(result.notes),
+        "graph": {"name": graph.name, "ops": graph.num_ops},
+        "cost_model": cost_model.provenance(),
+    }
+    run_dir.write_csv(out_dir / run_dir.METRICS, result.metrics)
+    run_dir.write_json(
+        out_dir / run_dir.PLACEMENT, placement_to_json(result.best_placement, graph, cluster)
+    )
+    run_dir.write_json(out_dir / run_dir.SUMMARY, summary)
+    (out_dir / run_dir.ERROR).unlink(missing_ok=True)
+    status = "valid" if result.best_valid else f"INVALID: {result.best_reason}"
+    log.info(
+        "%s on %s (%s, seed %d): best step %.1f ms (%s), lower bound %.1f ms (x%.2f); "
+        "%d placements in %.1f s -> %s",
+        who["agent"],
+        who["suite"],
+        who["cluster"],
+        who["seed"],
+        result.best_step_time * 1e3,
+        status,
+        problem.lower_bound * 1e3,
+        result.best_step_time / problem.lower_bound if problem.lower_bound > 0 else math.nan,
+        result.samples,
+        result.wall_s,
+        out_dir,
+    )
+    for note in result.notes:
+        log.warning("%s: %s", who["agent"], note)
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        run(cfg, out_dir)
+    except KeyboardInterrupt:
+        log.warning("interrupted; rerun the same command to resume from %s", out_dir)
+        raise
+    except Exception as e:
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            raise
+        # One failed job must not end the sweep: record it for the report and go on.
+        log.error("run failed (%s: %s); the sweep goes on", type(e).__name__, e)
+        run_dir.write_json(
+            out_dir / run_dir.ERROR,
+            {
+                **identity(cfg),
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+            },
+        )

@@ -1,0 +1,90 @@
+"""HEFT: heterogeneous earliest finish time (Topcuoglu, Hariri, Wu, IEEE TPDS 2002).
+
+1. Rank: `rank(i) = w(i) + max over consumers j of (c(i, j) + rank(j))`, with w the op's
+   mean time over the candidate devices and c the mean copy time of the edge over
+   ordered pairs of distinct devices (`mean latency + bytes * mean(1 / bandwidth)`).
+2. In decreasing rank (ties: lower op index), put each op on the device where it
+   *finishes* earliest, inserting it into the earliest idle gap long enough after its
+   inputs arrive (an input from another device arrives `latency + bytes / bandwidth`
+   after its producer finishes). Ties go to the lower device index.
+Colocation groups follow their first-placed member; a device is eligible only while the
+memory estimate says the op fits (`PartialPlacement`). Free ops (placeholders) are not
+ranked against devices: they follow their consumers, so their edges cost nothing.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from eagle.baselines.m_etf import arrival_times
+from eagle.baselines.scheduling import MemoryRetryPlacer, PartialPlacement
+from simulator.graph import FloatArray, IntArray
+
+
+def upward_ranks(plan: PartialPlacement, mean_time: FloatArray) -> FloatArray:
+    problem = plan.problem
+    g = problem.graph
+    cand = plan.devices
+    pairs = [(s, d) for s in cand for d in cand if s != d]
+    if pairs:
+        mean_latency = float(np.mean([problem.cluster.latency[s, d] for s, d in pairs]))
+        mean_inv_bw = float(np.mean([1.0 / problem.cluster.bandwidth[s, d] for s, d in pairs]))
+    else:
+        mean_latency = mean_inv_bw = 0.0
+    comm = np.where(plan.free[g.edge_src], 0.0, mean_latency + g.edge_bytes * mean_inv_bw)
+    rank = np.zeros(g.num_ops)
+    for i in range(g.num_ops - 1, -1, -1):
+        lo, hi = g.out_ptr[i], g.out_ptr[i + 1]
+        tail = (comm[lo:hi] + rank[g.edge_dst[lo:hi]]).max() if hi > lo else 0.0
+        rank[i] = mean_time[i] + tail
+    return rank
+
+
+def earliest_gap(starts: list[float], ends: list[float], ready: float, length: float) -> float:
+    """Earliest t >= ready with [t, t + length) free among sorted busy intervals."""
+    t = ready
+    for j in range(bisect_right(ends, ready), len(starts)):
+        if t + length <= starts[j]:
+            return t
+        t = max(t, ends[j])
+    return t
+
+
+class HeftPlacer(MemoryRetryPlacer):
+    def __init__(self, *args: object, devices: str = "all", **kwargs: object) -> None:
+        super().__init__(*args, devices=devices, **kwargs)  # type: ignore[arg-type]
+
+    def build(self, memory_fraction: float) -> IntArray:
+        problem = self.problem
+        g = problem.graph
+        cand = self.candidates
+        times = problem.op_times[:, cand]
+        plan = PartialPlacement(problem, cand, memory_fraction)
+        rank = upward_ranks(plan, np.where(plan.free, 0.0, times.mean(axis=1)))
+        order = np.lexsort((np.arange(g.num_ops), -rank))
+        finish = np.zeros(g.num_ops)
+        starts: list[list[float]] = [[] for _ in cand]
+        ends: list[list[float]] = [[] for _ in cand]
+        column = {int(d): c for c, d in enumerate(cand)}
+        for i in order.tolist():
+            if plan.free[i]:
+                preds = g.predecessors(i)
+                finish[i] = finish[preds].max() if len(preds) else 0.0
+                continue
+            eligible = plan.eligible(i)
+            ready = arrival_times(plan, finish, i, eligible)
+            best = (np.inf, -1, 0.0)
+            for d, r in zip(eligible.tolist(), ready.tolist(), strict=True):
+                c = column[d]
+                begin = earliest_gap(starts[c], ends[c], r, times[i, c])
+                if begin + times[i, c] < best[0]:
+                    best = (begin + times[i, c], c, begin)
+            end, c, begin = best
+            plan.place(i, int(cand[c]))
+            finish[i] = end
+            k = bisect_right(starts[c], begin)
+            starts[c].insert(k, begin)
+            ends[c].insert(k, end)
+        return plan.finish()

@@ -1,0 +1,113 @@
+"""METIS: balanced min-cut partitioning, the paper's "Scotch" row (EAGLE Table II follows
+Mirhoseini et al. 2017, who compare against the Scotch static mapper).
+
+The op graph becomes an undirected graph of placement units (colocation groups merged):
+vertex weights are the unit's compute time (mean over the candidate devices) and, when
+`balance_memory` and the devices are equally fast, its static footprint (parameters plus
+outputs) as a second balance constraint; edge weights are the bytes flowing between
+units. METIS (Karypis and Kumar, SIAM J. Sci. Comput. 1998, via `pymetis`) cuts it into
+k parts of near-equal weight (within `ufactor` / 1000, METIS's own tolerance) with few
+bytes crossing, and part p goes to the p-th fastest candidate device, each part's target
+weight proportional to its device's speed. k = 1, 2, ..., number of devices, `trials`
+seeds each, all proposed in one batch; the loop keeps the fastest valid one (more parts
+is not always faster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pymetis
+
+from eagle.placer import Evaluation, Placer
+from eagle.problem import Problem
+from simulator.graph import IntArray
+
+SCALE = 1_000_000  # integer weights METIS needs: fractions of the total, in millionths
+
+
+def _integer_weights(values: npt.NDArray[Any]) -> IntArray:
+    total = values.sum()
+    if total <= 0:
+        return np.ones(len(values), dtype=np.int64)
+    result: IntArray = np.maximum(1, np.round(values / total * SCALE)).astype(np.int64)
+    return result
+
+
+class MetisPlacer(Placer):
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        seed: int = 0,
+        devices: str = "gpus",
+        trials: int = 3,
+        ufactor: int = 30,
+        balance_memory: bool = True,
+    ) -> None:
+        super().__init__(problem, seed=seed)
+        g = problem.graph
+        times = problem.op_times[:, problem.devices(devices)]
+        speed = times.sum() / np.maximum(times.sum(axis=0), 1e-30)
+        order = np.argsort(-speed, kind="stable")
+        self.candidates = problem.devices(devices)[order]  # fastest first
+        self.speed = speed[order]
+        self.trials, self.ufactor = trials, ufactor
+        self.units, num_units = problem.placement_units
+        weights = [np.bincount(self.units, times.mean(axis=1), minlength=num_units)]
+        # pymetis takes one target weight per part, so a second balance constraint and
+        # speed-proportional targets exclude each other: unequal devices get the targets.
+        self.equal_speeds = bool(np.allclose(speed, speed[0], rtol=0.01))
+        if balance_memory and self.equal_speeds:
+            footprint = g.param_bytes + g.output_bytes
+            weights.append(np.bincount(self.units, footprint, minlength=num_units))
+        self.ncon = len(weights)
+        self.vweights = np.stack([_integer_weights(w) for w in weights], axis=1).ravel()
+        self.adjacency, self.eweights = self._unit_graph(num_units)
+        self.planned = 1 + (len(self.candidates) - 1) * trials
+
+    def _unit_graph(self, num_units: int) -> tuple[pymetis.CSRAdjacency, IntArray]:
+        g = self.problem.graph
+        a, b = self.units[g.edge_src], self.units[g.edge_dst]
+        cross = a != b
+        a, b, w = a[cross], b[cross], g.edge_bytes[cross]
+        src, dst = np.concatenate([a, b]), np.concatenate([b, a])  # both directions
+        key = src * num_units + dst
+        uniq, inverse = np.unique(key, return_inverse=True)
+        summed = np.bincount(inverse, np.concatenate([w, w]))
+        src, dst = uniq // num_units, uniq % num_units
+        starts = np.zeros(num_units + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=num_units), out=starts[1:])
+        return pymetis.CSRAdjacency(starts, dst), _integer_weights(summed)
+
+    def partition(self, parts: int, seed: int) -> IntArray:
+        """Part of each op for a k-way partition (k = `parts`), part 0 on the fastest device."""
+        if parts == 1:
+            return np.zeros(self.problem.graph.num_ops, dtype=np.int64)
+        target = self.speed[:parts] / self.speed[:parts].sum()
+        _, part = pymetis.part_graph(
+            parts,
+            adjacency=self.adjacency,
+            vweights=self.vweights,
+            eweights=self.eweights,
+            tpwgts=None if self.equal_speeds else target.tolist(),
+            options=pymetis.Options(seed=seed, ufactor=self.ufactor),
+        )
+        return np.asarray(part, dtype=np.int64)[self.units]
+
+    def ask(self) -> IntArray | None:
+        if self.done:
+            return None
+        rows = [
+            self.candidates[self.partition(k, seed)]
+            for k in range(1, len(self.candidates) + 1)
+            for seed in self.rng.integers(2**31, size=self.trials if k > 1 else 1).tolist()
+        ]
+        return np.stack(rows)
+
+    def tell(self, placements: IntArray, evaluation: Evaluation) -> None:
+        self.done = True
+        if not evaluation.valid.any():
+            self.notes.append(f"no partition is valid (e.g. {evaluation.reasons[-1]})")

@@ -1,0 +1,199 @@
+"""`eagle-report DIR...`: turn run dirs into the comparison table (markdown + CSV).
+
+    eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR]
+
+Rows are suites (and clusters), columns placers; a cell is the mean (and spread over
+seeds) of the best per-step time each run found, with its ratio to the lower bound no
+placement can beat (`simulator.bounds`). Unfinished runs are skipped with a warning;
+failed runs of a sweep show as "failed" in their cell. The tidy CSV has one row per
+suite x cluster x placer. Computing the table is kept apart from formatting it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import suites
+from eagle import run_dir
+
+# Columns in this order; placers not listed follow alphabetically.
+PLACER_ORDER = (
+    "single",
+    "random",
+    "expert",
+    "metis",
+    "m_topo",
+    "m_etf",
+    "heft",
+    "hierarchical",
+    "eagle",
+)
+TABLE_COLUMNS = (
+    "suite",
+    "cluster",
+    "placer",
+    "mean_step_time",
+    "std_step_time",
+    "seeds",
+    "valid_seeds",
+    "ratio_to_lower_bound",
+    "lower_bound",
+    "status",
+)
+
+
+def runs_frame(records: list[run_dir.RunRecord]) -> pd.DataFrame:
+    """One row per finished run."""
+    rows = [
+        {
+            "suite": s["suite"],
+            "cluster": s["cluster"],
+            "placer": s["agent"],
+            "seed": s["seed"],
+            "best_step_time": s["best_step_time"],
+            "best_valid": bool(s["best_valid"]),
+            "best_reason": s.get("best_reason"),
+            "lower_bound": s["lower_bound"],
+            "path": str(r.path),
+        }
+        for r in records
+        if (s := r.summary) is not None
+    ]
+    columns = ["suite", "cluster", "placer", "seed", "best_step_time", "best_valid",
+               "best_reason", "lower_bound", "path"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def table(records: list[run_dir.RunRecord]) -> pd.DataFrame:
+    """One row per suite x cluster x placer (TABLE_COLUMNS); seconds, not milliseconds."""
+    runs = runs_frame(records)
+    failed = [r.error for r in records if r.error is not None]
+    rows = []
+    keys = {(r["suite"], r["cluster"], r["placer"]) for r in runs.to_dict("records")}
+    keys |= {(e["suite"], e["cluster"], e["agent"]) for e in failed}
+    for suite, cluster, placer in keys:
+        mine = runs[(runs.suite == suite) & (runs.cluster == cluster) & (runs.placer == placer)]
+        fails = [
+            e for e in failed if (e["suite"], e["cluster"], e["agent"]) == (suite, cluster, placer)
+        ]
+        valid = mine[mine.best_valid]
+        times = valid.best_step_time.to_numpy(dtype=float)
+        bound = float(mine.lower_bound.iloc[0]) if len(mine) else math.nan
+        mean = float(times.mean()) if len(times) else math.nan
+        if len(times):
+            status = "ok"
+        elif len(mine):
+            status = f"invalid: {mine.best_reason.iloc[0]}"
+        else:
+            status = f"failed: {fails[0]['error']}"
+        rows.append(
+            {
+                "suite": suite,
+                "cluster": cluster,
+                "placer": placer,
+                "mean_step_time": mean,
+                "std_step_time": float(times.std(ddof=1)) if len(times) > 1 else math.nan,
+                "seeds": len(mine) + len(fails),
+                "valid_seeds": len(times),
+                "ratio_to_lower_bound": mean / bound if bound > 0 else math.nan,
+                "lower_bound": bound,
+                "status": status,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    frame["_s"], frame["_p"] = frame.suite.map(suite_rank), frame.placer.map(placer_rank)
+    frame = frame.sort_values(["_s", "suite", "cluster", "_p", "placer"])
+    frame = frame.drop(columns=["_s", "_p"])
+    # a suite's lower bound is the same for every placer: fill it in for failed cells too
+    bounds = frame.groupby(["suite", "cluster"]).lower_bound.transform("max")
+    return frame.assign(lower_bound=bounds).reset_index(drop=True)
+
+
+def placer_rank(placer: str) -> int:
+    return PLACER_ORDER.index(placer) if placer in PLACER_ORDER else len(PLACER_ORDER)
+
+
+def suite_rank(suite: str) -> int:
+    """Built-in suites in the paper's order, user graphs after them."""
+    order = suites.names()
+    return order.index(suite) if suite in order else len(order)
+
+
+def ms(seconds: float) -> str:
+    """Milliseconds with about four significant digits."""
+    value = seconds * 1e3
+    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def _cell(row: pd.Series, best: float) -> str:
+    if row.status != "ok":
+        return row.status if row.status.startswith("invalid") else "failed"
+    text = ms(row.mean_step_time)
+    if not math.isnan(row.std_step_time):
+        text += f" ± {ms(row.std_step_time)}"
+    if not math.isnan(row.ratio_to_lower_bound):
+        text += f" (x{row.ratio_to_lower_bound:.2f})"
+    if row.valid_seeds < row.seeds:
+        text += f" [{row.valid_seeds}/{row.seeds} valid]"
+    return f"**{text}**" if row.mean_step_time == best else text
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """The table as markdown: rows suite x cluster, columns placers, best cell in bold."""
+    placers = sorted(frame.placer.unique(), key=lambda p: (placer_rank(p), p))
+    header = ["suite", "cluster", "lower bound", *placers]
+    lines = [
+        "Best per-step time in ms: mean ± std over seeds, (xr) its ratio to the lower bound;",
+        "bold: the fastest placer of the row; — : not run.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for (suite, cluster), rows in frame.groupby(["suite", "cluster"], sort=False):
+        best = rows.mean_step_time.min()
+        cells = dict.fromkeys(placers, "—")
+        for _, row in rows.iterrows():
+            cells[row.placer] = _cell(row, best)
+        bound = rows.lower_bound.iloc[0]
+        lb = ms(bound) if np.isfinite(bound) else "?"
+        lines.append("| " + " | ".join([str(suite), str(cluster), lb, *cells.values()]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="eagle-report", description="Tabulate eagle-run run dirs (markdown + CSV)."
+    )
+    parser.add_argument("dirs", nargs="+", type=Path, help="run dirs or sweep dirs to scan")
+    parser.add_argument(
+        "--out", type=Path, help="where to write report.md and report.csv (default: first DIR)"
+    )
+    args = parser.parse_args(argv)
+    missing = [d for d in args.dirs if not d.is_dir()]
+    if missing:
+        parser.error(f"not a directory: {', '.join(map(str, missing))}")
+    records, warnings = run_dir.scan(args.dirs)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    frame = table(records)
+    if frame.empty:
+        print(f"no finished runs under {', '.join(map(str, args.dirs))}", file=sys.stderr)
+        return 1
+    out = args.out or args.dirs[0]
+    out.mkdir(parents=True, exist_ok=True)
+    text = markdown(frame)
+    run_dir.write_text(out / "report.md", text)
+    run_dir.write_csv(out / "report.csv", frame)
+    print(text)
+    print(f"written: {out / 'report.md'}, {out / 'report.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""The search loop every placer runs in: ask -> evaluate -> tell -> log, within a budget.
+
+Written once here (like Stable-Baselines3's collect/update/log loop) so that placers only
+propose and learn. The loop:
+- evaluates each batch with the simulator's batch form, remembering results by placement
+  so a placement sampled twice is simulated once (`sim_calls` counts real simulations);
+- keeps the best placement: any valid one beats every invalid one, then lower step time;
+- logs one metrics row per iteration and shows a progress bar with the best step time;
+- stops when the placer is done, `budget.samples` placements were evaluated, or
+  `budget.seconds` of wall time passed;
+- checkpoints every `checkpoint_every` iterations and on Ctrl-C (at the end of the
+  iteration in flight, so the checkpoint is always consistent), and resumes from a
+  checkpoint to exactly the state an uninterrupted run would have had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from eagle.errors import RunError
+from eagle.placer import Evaluation, Placer
+from eagle.problem import Problem
+from simulator import simulate_batch
+from simulator.graph import IntArray
+
+METRIC_COLUMNS = (
+    "iteration",
+    "samples",
+    "wall_s",
+    "best_step_time",
+    "mean_step_time",
+    "valid_fraction",
+    "sim_calls",
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a search stops: after `samples` evaluated placements or `seconds` of wall time."""
+
+    samples: int
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"budget.samples must be at least 1, got {self.samples}")
+        if self.seconds is not None and self.seconds <= 0:
+            raise ValueError(f"budget.seconds must be positive or null, got {self.seconds}")
+
+
+class Evaluator:
+    """Simulates batches of placements, remembering each distinct placement's result.
+
+    The memory is bounded (`capacity` placements, oldest forgotten first) and is part of
+    the checkpoint, so `sim_calls` after a resume matches an uninterrupted run.
+    """
+
+    def __init__(self, problem: Problem, capacity: int = 100_000) -> None:
+        self.problem = problem
+        self.capacity = capacity
+        self.sim_calls = 0
+        self._memo: dict[bytes, tuple[float, bool, str | None]] = {}
+
+    @staticmethod
+    def _key(placement: IntArray) -> bytes:
+        return hashlib.blake2b(placement.astype(np.int16).tobytes(), digest_size=16).digest()
+
+    def __call__(self, placements: IntArray) -> Evaluation:
+        keys = [self._key(p) for p in placements]
+        todo: dict[bytes, int] = {}
+        for b, key in enumerate(keys):
+            if key not in self._memo and key not in todo:
+                todo[key] = b
+        if todo:
+            p = self.problem
+            rows = placements[list(todo.values())]
+            result = simulate_batch(p.graph, rows, p.cluster, p.cost_model)
+            self.sim_calls += len(rows)
+            for k, key in enumerate(todo):
+                self._memo[key] = (
+                    float(result.step_time[k]),
+                    bool(result.valid[k]),
+                    result.reasons[k],
+                )
+            while len(self._memo) > self.capacity:
+                del self._memo[next(iter(self._memo))]
+        found = [self._memo[key] for key in keys]
+        return Evaluation(
+            step_time=np.array([f[0] for f in found]),
+            valid=np.array([f[1] for f in found], dtype=bool),
+            reasons=tuple(f[2] for f in found),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sim_calls": self.sim_calls, "memo": list(self._memo.items())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sim_calls = state["sim_calls"]
+        self._memo = dict(state["memo"])
+
+
+@dataclass
+class SearchState:
+    """Everything the loop itself carries between iterations (and checkpoints)."""
+
+    iteration: int = 0
+    samples: int = 0
+    wall_s: float = 0.0
+    best_step_time: float = math.inf
+    best_valid: bool = False
+    best_reason: str | None = None
+    best_placement: IntArray | None = None
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+    def offer(self, placements: IntArray, evaluation: Evaluation) -> None:
+        """Keep the best of the batch if it beats the best so far (valid beats invalid)."""
+        for want_valid in (True, False):
+            mask = evaluation.valid if want_valid else ~evaluation.valid
+            if not mask.any() or (self.best_valid and not want_valid):
+                continue
+            times = np.where(mask, evaluation.step_time, np.inf)
+            b = int(np.argmin(times))  # first of equals: the earlier sample wins ties
+            better_kind = want_valid and not self.best_valid
+            if better_kind or times[b] < self.best_step_time:
+                self.best_step_time = float(times[b])
+                self.best_valid = want_valid
+                self.best_reason = evaluation.reasons[b]
+                self.best_placement = placements[b].copy()
+            return
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    best_placement: IntArray
+    best_step_time: float
+    best_valid: bool
+    best_reason: str | None
+    samples: int
+    sim_calls: int
+    iterations: int
+    wall_s: float
+    stopped_by: str  # "placer", "budget.samples" or "budget.seconds"
+    metrics: pd.DataFrame  # one row per iteration, METRIC_COLUMNS
+    notes: tuple[str, ...]  # the placer's remarks, e.g. why no placement was valid
+
+
+class _Interrupt:
+    """Turns the first Ctrl-C into a flag the loop checks between iterations (so the
+    checkpoint it writes is consistent); a second Ctrl-C interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if os.name != "posix" or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield  # not the main thread's default handler (a worker, a test runner): leave it
+            return
+
+        def handler(signum: int, frame: object) -> None:
+            self.requested = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def save_checkpoint(
+    path: Path, state: SearchState, placer: Placer, evaluator: Evaluator, meta: dict[str, Any]
+) -> None:
+    """Write the checkpoint atomically: a crash mid-write leaves the previous one intact."""
+    doc = {
+        "meta": meta,
+        "loop": {
+            **{k: v for k, v in vars(state).items() if k != "best_placement"},
+            "best_placement": None
+            if state.best_placement is None
+            else torch.from_numpy(state.best_placement),
+        },
+        "placer": placer.state_dict(),
+        "evaluator": evaluator.state_dict(),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(doc, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(
+    path: Path, placer: Placer, evaluator: Evaluator, meta: dict[str, Any]
+) -> SearchState:
+    doc = torch.load(path, weights_only=True)
+    if doc["meta"] != meta:
+        differ = sorted(k for k in {**meta, **doc["meta"]} if meta.get(k) != doc["meta"].get(k))
+        raise RunError(
+            f"{path} is the checkpoint of a different run (differs in: {', '.join(differ)}); "
+            "use another run dir (hydra.run.dir=...) or start afresh with resume=false"
+        )
+    loop = doc["loop"]
+    best = loop.pop("best_placement")
+    state = SearchState(**loop, best_placement=None if best is None else best.numpy())
+    placer.load_state_dict(doc["placer"])
+    evaluator.load_state_dict(doc["evaluator"])
+    return state
+
+
+def search(
+    placer: Placer,
+    problem: Problem,
+    budget: Budget,
+    *,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 10,
+    checkpoint_meta: dict[str, Any] | None = None,
+    progress: bool = True,
+    on_iteration: Callable[[SearchState], None] | None = None,
+) -> SearchResult:
+    """Run `placer` on `problem` until it is done or the budget is spent.
+
+    With `checkpoint`, an existing file there is resumed (it must carry the same
+    `checkpoint_meta`), and the state is saved every `checkpoint_every` iterations, at the
+    end, and when Ctrl-C stops the run (which then raises KeyboardInterrupt).
+    `on_iteration` sees the state after every iteration (tests use it to interrupt).
+    """
+    meta = checkpoint_meta or {}
+    evaluator = Evaluator(problem)
+    state = SearchState()
+    if checkpoint is not None and checkpoint.exists():
+        state = load_checkpoint(checkpoint, placer, evaluator, meta)
+
+    def save() -> None:
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, state, placer, evaluator, meta)
+
+    interrupt = _Interrupt()
+    stopped_by = "placer"
+    bar = tqdm(
+        total=min(budget.samples, placer.planned or budget.samples),
+        initial=min(state.samples, budget.samples),
+        disable=not progress,
+        unit="placement",
+        desc=f"{type(placer).__name__} on {problem.suite}",
+        dynamic_ncols=True,
+    )
+    with interrupt.installed(), bar:
+        started = time.perf_counter() - state.wall_s
+        while True:
+            if state.samples >= budget.samples:
+                stopped_by = "budget.samples"
+                break
+            if budget.seconds is not None and state.wall_s >= budget.seconds:
+                stopped_by = "budget.seconds"
+                break
+            batch = placer.ask()
+            if batch is None:
+                break
+            batch = np.asarray(batch, dtype=np.int64)[: budget.samples - state.samples]
+            evaluation = evaluator(batch)
+            placer.tell(batch, evaluation)
+            state.offer(batch, evaluation)
+            state.iteration += 1
+            state.samples += len(batch)
+            state.wall_s = time.perf_counter() - started
+            valid_times = evaluation.step_time[evaluation.valid]
+            state.rows.append(
+                {
+                    "iteration": state.iteration,
+                    "samples": state.samples,
+                    "wall_s": state.wall_s,
+                    "best_step_time": state.best_step_time if state.best_valid else math.nan,
+                    "mean_step_time": float(valid_times.mean()) if len(valid_times) else math.nan,
+                    "valid_fraction": float(evaluation.valid.mean()),
+                    "sim_calls": evaluator.sim_calls,
+                }
+            )
+            bar.total = max(bar.total or 0, state.samples)  # a placer that retried
+            bar.update(len(batch))
+            bar.set_postfix_str(_postfix(state))
+            if on_iteration is not None:
+                on_iteration(state)
+            if interrupt.requested:
+                save()
+                raise KeyboardInterrupt
+            if state.iteration % checkpoint_every == 0:
+                save()
+    save()
+    if state.best_placement is None:
+        raise RunError(f"{type(placer).__name__} proposed no placement before stopping")
+    return SearchResult(
+        best_placement=state.best_placement,
+        best_step_time=state.best_step_time,
+        best_valid=state.best_valid,
+        best_reason=state.best_reason,
+        samples=state.samples,
+        sim_calls=evaluator.sim_calls,
+        iterations=state.iteration,
+        wall_s=state.wall_s,
+        stopped_by=stopped_by,
+        metrics=pd.DataFrame(state.rows, columns=list(METRIC_COLUMNS)),
+        notes=tuple(placer.notes),
+    )
+
+
+def _postfix(state: SearchState) -> str:
+    kind = "" if state.best_valid else f" (invalid: {state.best_reason})"
+    return f"best {state.best_step_time * 1e3:.1f} ms{kind}"
