@@ -21,6 +21,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -46,12 +47,27 @@ def identity(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+def build(node: Any, **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate`, but raising the target's own error (a GraphError naming
+    the op, a PlacerError saying what to do) rather than Hydra's wrapper around it.
+
+    Objects (a Cluster, a Problem) go to the partial it returns, never through `kwargs`:
+    Hydra would turn a dataclass argument into a config.
+    """
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as e:
+        if e.__cause__ is not None:
+            raise e.__cause__ from None
+        raise
+
+
 def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
     """Instantiate the agent config (`_target_` and hyperparameters; `name` is ours)."""
-    fields = {k: v for k, v in OmegaConf.to_container(agent, resolve=True).items()}  # type: ignore[union-attr]
+    fields = OmegaConf.to_container(agent, resolve=True)
+    assert isinstance(fields, dict)
     fields.pop("name")
-    fields["_partial_"] = True
-    placer: Placer = instantiate(fields)(problem, seed=seed)
+    placer: Placer = build(fields, _partial_=True)(problem, seed=seed)
     return placer
 
 
@@ -60,9 +76,9 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     who = identity(cfg)
     run_dir.write_text(out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
-    graph = instantiate(cfg.suite)
-    cluster = instantiate(cfg.cluster)
-    cost_model = instantiate(cfg.cost_model, cluster=cluster)
+    graph = build(cfg.suite)
+    cluster = build(cfg.cluster)
+    cost_model = build(cfg.cost_model, _partial_=True)(cluster)
     problem = Problem(suite=who["suite"], graph=graph, cluster=cluster, cost_model=cost_model)
     placer = make_placer(cfg.agent, problem, who["seed"])
 

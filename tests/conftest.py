@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from eagle.problem import Problem
 from simulator import Cluster, CostModel, OpGraph
 
 # A "unit" device runs every op in exactly its `time` override; links move 1 byte/s after
@@ -63,18 +65,31 @@ def unit2() -> tuple[Cluster, CostModel]:
 
 
 @pytest.fixture(scope="session")
-def small_suites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, OpGraph]:
-    """The three suites' `small` graphs, captured once per test session into a temp cache."""
-    import os
+def graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A per-session graph cache dir, so tests never touch (or depend on) the user's."""
+    return tmp_path_factory.mktemp("graph-cache")
 
+
+@pytest.fixture(scope="session")
+def small_suites(graph_cache: Path) -> dict[str, OpGraph]:
+    """The three suites' `small` graphs, captured once per test session into `graph_cache`."""
     import suites
 
-    old = os.environ.get("EAGLE_CACHE_DIR")
-    os.environ["EAGLE_CACHE_DIR"] = str(tmp_path_factory.mktemp("graph-cache"))
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EAGLE_CACHE_DIR", str(graph_cache))
         return {name: suites.load(name, "small") for name in suites.names()}
-    finally:
-        if old is None:
-            del os.environ["EAGLE_CACHE_DIR"]
-        else:
-            os.environ["EAGLE_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def cached_small_suites(
+    small_suites: dict[str, OpGraph], graph_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, OpGraph]:
+    """`small_suites`, with EAGLE_CACHE_DIR pointing at their cache for this test (and the
+    processes it starts), so loading a small suite by name reads it instead of capturing."""
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(graph_cache))
+    return small_suites
+
+
+def problem(g: OpGraph, cluster: Cluster, suite: str = "hand") -> Problem:
+    """A placement problem on a hand-made graph, priced by the cluster's default model."""
+    return Problem(suite=suite, graph=g, cluster=cluster, cost_model=CostModel.default(cluster))

@@ -87,7 +87,7 @@ class METFPlacer(MemoryRetryPlacer):
         groups = g.colocation_ids
         while count:
             start = np.maximum(avail[None, :], arrival[:count])
-            pins = np.where(groups[ids[:count]] >= 0, plan.pin[groups[ids[:count]]], -1)
+            pins = np.append(plan.pin, -1)[groups[ids[:count]]]  # group -1: no pin
             for r in np.flatnonzero(pins >= 0).tolist():
                 keep = start[r, column[pins[r]]]
                 start[r] = np.inf

@@ -45,7 +45,7 @@ class MetisPlacer(Placer):
         devices: str = "gpus",
         trials: int = 3,
         ufactor: int = 30,
-        balance_memory: bool = True,
+        balance_memory: bool = False,
     ) -> None:
         super().__init__(problem, seed=seed)
         g = problem.graph
@@ -93,6 +93,7 @@ class MetisPlacer(Placer):
             vweights=self.vweights,
             eweights=self.eweights,
             tpwgts=None if self.equal_speeds else target.tolist(),
+            recursive=False,  # k-way, whose default tolerance ufactor=30 we document
             options=pymetis.Options(seed=seed, ufactor=self.ufactor),
         )
         return np.asarray(part, dtype=np.int64)[self.units]

@@ -1,0 +1,131 @@
+"""eagle-run end to end: run outputs, resume, user graphs, errors, and a tiny sweep."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_module
+
+from eagle import run_dir
+from eagle.app import run
+from eagle.errors import PlacerError
+from eagle.search import METRIC_COLUMNS
+from simulator import Cluster, CostModel, GraphError, OpGraph, placement_from_json, simulate
+
+EAGLE_RUN = Path(sys.executable).with_name("eagle-run")
+
+
+def cfg(*overrides: str):
+    with initialize_config_module(config_module="eagle.conf", version_base="1.3"):
+        return compose("config", overrides=["progress=false", *overrides])
+
+
+def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
+    summary = run(cfg("agent=random", "suite=gnmt", "suite.variant=small",
+                      "budget.samples=100", "seed=1"), tmp_path)  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["summary.json", "metrics.csv", "placement.json", "config.yaml", "checkpoint.pt"]
+    )
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk == summary
+    assert set(run_dir.SUMMARY_KEYS) <= set(summary)
+    assert (summary["suite"], summary["agent"], summary["cluster"], summary["seed"]) == (
+        "gnmt", "random", "p100x4", 1)  # fmt: skip
+    assert summary["samples"] == 100 and summary["stopped_by"] == "budget.samples"
+    assert 0 < summary["lower_bound"] <= summary["best_step_time"]
+    assert summary["cost_model"]["p100"].startswith("datasheet")
+
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(metrics.columns) == list(METRIC_COLUMNS)
+    assert metrics.samples.iloc[-1] == 100
+
+    # placement.json names every op, and re-simulating it gives the summary's step time
+    graph, cluster = cached_small_suites["gnmt"], Cluster.load("p100x4")
+    doc = json.loads((tmp_path / "placement.json").read_text())
+    placement = placement_from_json(doc, graph, cluster)
+    again = simulate(graph, placement, cluster, CostModel.default(cluster))
+    assert again.step_time == summary["best_step_time"] and again.valid == summary["best_valid"]
+
+
+def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path):
+    c = cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=128")
+    first = run(c, tmp_path)
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    again = run(c, tmp_path)  # the checkpoint is of a finished run: nothing new to do
+    pd.testing.assert_frame_equal(metrics, pd.read_csv(tmp_path / "metrics.csv"))
+    assert again == first
+    longer = run(cfg("agent=random", "suite=bert", "suite.variant=small",
+                     "budget.samples=192"), tmp_path)  # fmt: skip
+    fresh = run(cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=192"),
+                tmp_path / "fresh")  # fmt: skip
+    assert longer["best_step_time"] == fresh["best_step_time"] and longer["samples"] == 192
+    with pytest.raises(Exception, match="differs in: seed"):
+        run(cfg("agent=random", "suite=bert", "suite.variant=small", "seed=9"), tmp_path)
+
+
+@pytest.fixture
+def user_graph(cached_small_suites, tmp_path) -> Path:
+    path = tmp_path / "my_model.json.gz"
+    cached_small_suites["inception_v3"].save(path)
+    return path
+
+
+def test_user_graph_and_its_errors(user_graph, tmp_path):
+    summary = run(cfg("agent=heft", f"suite.path={user_graph}"), tmp_path / "ok")
+    assert summary["suite"] == "my_model" and summary["best_valid"]
+    with pytest.raises(PlacerError, match="no expert placement"):
+        run(cfg("agent=expert", f"suite.path={user_graph}"), tmp_path / "expert")
+    broken = tmp_path / "broken.json"
+    broken.write_text(
+        json.dumps(
+            {
+                "format": "eagle-graph/1",
+                "name": "x",
+                "ops": [{"name": "a", "type": "t", "flops": -1, "bytes": 0, "output_bytes": 0}],
+                "edges": [],
+            }
+        )
+    )
+    with pytest.raises(GraphError, match="'a'"):
+        run(cfg("agent=heft", f"suite.path={broken}"), tmp_path / "broken")
+
+
+def test_tiny_sweep_goes_on_past_a_failed_job_and_reports(user_graph, tmp_path):
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [str(EAGLE_RUN), "-m", "agent=random,expert,heft", f"suite.path={user_graph}",
+         "budget.samples=64", "progress=false", f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    error = json.loads((sweep / "my_model__expert__p100x4__0" / "error.json").read_text())
+    assert error["agent"] == "expert" and "PlacerError" in error["error"]
+    (sweep / "unfinished").mkdir()
+    (sweep / "unfinished" / "config.yaml").write_text("seed: 0\n")
+
+    report = subprocess.run(
+        [str(EAGLE_RUN.with_name("eagle-report")), str(sweep)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "unfinished run" in report.stderr and "failed run" in report.stderr
+    table = pd.read_csv(sweep / "report.csv")
+    assert table.placer.tolist() == ["random", "expert", "heft"]
+    assert table.status.tolist()[1].startswith("failed: PlacerError")
+    row = "| my_model | p100x4 |"
+    assert any(line.startswith(row) and "| failed |" in line for line in report.stdout.splitlines())
+    summaries = {p: json.loads((sweep / f"my_model__{p}__p100x4__0" / "summary.json").read_text())
+                 for p in ("random", "heft")}  # fmt: skip
+    for placer, s in summaries.items():
+        assert table.set_index("placer").mean_step_time[placer] == s["best_step_time"]
+
+
+def test_graph_files_are_written_atomically(tmp_path):
+    run_dir.write_json(tmp_path / "a.json", {"x": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary left behind
+    assert OpGraph  # imported for the type; keeps the module's imports honest

@@ -1,0 +1,104 @@
+"""Every Hydra config composes and every group option instantiates (lightning-hydra-template
+style), and bad names fail with the valid options listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from hydra.utils import instantiate
+
+import eagle.app  # registers the `label` resolver
+from eagle.placer import Placer
+from eagle.problem import Problem
+from simulator import Cluster, CostModel, OpGraph
+
+CONF = Path(eagle.app.__file__).with_name("conf")
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def cfg(*overrides: str, hydra: bool = False):
+    with initialize_config_module(config_module="eagle.conf", version_base="1.3"):
+        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def test_default_config_composes():
+    c = cfg()
+    assert (c.suite.name, c.agent.name, c.cluster.name) == ("bert", "heft", "p100x4")
+    assert c.run_name == "bert__heft__p100x4__0"
+
+
+@pytest.mark.parametrize("agent", options("agent"))
+def test_every_agent_instantiates(agent, cached_small_suites):
+    c = cfg(f"agent={agent}", "suite=gnmt", "suite.variant=small")
+    assert c.agent.name == agent  # the file's name is the agent's name
+    cluster = instantiate(c.cluster)
+    cost_model = instantiate(c.cost_model, _partial_=True)(cluster)
+    problem = Problem("gnmt", instantiate(c.suite), cluster, cost_model)
+    placer = eagle.app.make_placer(c.agent, problem, seed=0)
+    assert isinstance(placer, Placer)
+    batch = placer.ask()
+    assert batch is not None and batch.shape[1] == problem.graph.num_ops
+
+
+@pytest.mark.parametrize("suite", options("suite"))
+def test_every_suite_instantiates(suite, cached_small_suites):
+    c = cfg(f"suite={suite}", "suite.variant=small")
+    assert c.suite.name == suite
+    assert isinstance(instantiate(c.suite), OpGraph)
+
+
+@pytest.mark.parametrize("cluster", options("cluster"))
+def test_every_cluster_and_cost_model_instantiates(cluster):
+    c = cfg(f"cluster={cluster}")
+    built = instantiate(c.cluster)
+    assert isinstance(built, Cluster) and built.name == cluster
+    for model in options("cost_model"):
+        made = instantiate(cfg(f"cost_model={model}").cost_model, _partial_=True)(built)
+        assert isinstance(made, CostModel) and made.cluster is built
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_composes(experiment):
+    c = cfg(f"experiment={experiment}", hydra=True)
+    assert c.hydra.sweeper.params  # an experiment is a sweep
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "slurm"])
+def test_launchers_compose(launcher):
+    c = cfg(f"hydra/launcher={launcher}", hydra=True)
+    assert c.hydra.launcher._target_.split(".")[-1] in {
+        "BasicLauncher",
+        "JoblibLauncher",
+        "SlurmLauncher",
+    }
+
+
+def test_ray_launcher_example_composes_when_installed():
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    c = cfg("hydra/launcher=ray_local", hydra=True)
+    assert c.hydra.launcher.ray.remote.num_cpus == 2
+
+
+def test_user_files_name_the_run():
+    c = cfg("suite.path=/data/my_model.json.gz", "cluster.path=lab.yaml", "seed=3")
+    assert c.run_name == "my_model__heft__lab__3"
+
+
+@pytest.mark.parametrize(
+    "override, listed",
+    [
+        ("agent=nope", "expert"),
+        ("suite=nope", "inception_v3"),
+        ("cluster=nope", "p100x8"),
+    ],
+)
+def test_unknown_names_list_the_valid_ones(override, listed):
+    with pytest.raises((MissingConfigException, ConfigCompositionException)) as e:
+        cfg(override)
+    assert "Available options" in str(e.value) and listed in str(e.value)

@@ -1,0 +1,88 @@
+"""eagle-report on hand-written run dirs: cells, spread, invalid and failed runs, skips."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from eagle import report, run_dir
+
+
+def finished(root: Path, suite: str, agent: str, seed: int, step: float, valid: bool = True,
+             reason: str | None = None, bound: float = 1.0) -> None:  # fmt: skip
+    d = root / f"{suite}__{agent}__p100x4__{seed}"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text("seed: 0\n")
+    summary = {"suite": suite, "agent": agent, "cluster": "p100x4", "seed": seed,
+               "best_step_time": step, "best_valid": valid, "best_reason": reason,
+               "samples": 1, "sim_calls": 1, "wall_s": 0.1, "lower_bound": bound}  # fmt: skip
+    (d / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    for seed, step in enumerate([2.0, 4.0, 6.0]):
+        finished(tmp_path, "gnmt", "random", seed, step)
+    finished(tmp_path, "gnmt", "heft", 0, 1.5)
+    finished(tmp_path, "gnmt", "single", 0, 9.0, valid=False, reason="oom:gpu0")
+    finished(tmp_path, "gnmt", "metis", 0, 3.0)
+    finished(tmp_path, "gnmt", "metis", 1, 5.0, valid=False, reason="oom:gpu1")
+    finished(tmp_path, "bert", "heft", 0, 8.0, bound=4.0)
+    failed = tmp_path / "bert__expert__p100x4__0"
+    failed.mkdir()
+    (failed / "error.json").write_text(json.dumps(
+        {"suite": "bert", "agent": "expert", "cluster": "p100x4", "seed": 0,
+         "error": "PlacerError: nope"}))  # fmt: skip
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "summary.json").write_text('{"suite": "gnmt", "agen')
+    return tmp_path
+
+
+def test_table_cells_by_hand(sweep):
+    records, warnings = run_dir.scan([sweep])
+    assert len(warnings) == 3  # killed (unfinished), garbled (unreadable), expert (failed)
+    t = report.table(records).set_index(["suite", "placer"])
+    random = t.loc[("gnmt", "random")]
+    assert random.mean_step_time == 4.0 and random.std_step_time == 2.0  # sample std of 2, 4, 6
+    assert random.seeds == 3 and random.valid_seeds == 3 and random.ratio_to_lower_bound == 4.0
+    assert math.isnan(t.loc[("gnmt", "heft")].std_step_time)  # one seed: no spread
+    assert t.loc[("gnmt", "single")].status == "invalid: oom:gpu0"
+    metis = t.loc[("gnmt", "metis")]
+    assert metis.mean_step_time == 3.0 and (metis.seeds, metis.valid_seeds) == (2, 1)
+    assert t.loc[("bert", "expert")].status == "failed: PlacerError: nope"
+    assert t.loc[("bert", "expert")].lower_bound == 4.0  # filled from the suite's other runs
+    assert t.loc[("bert", "heft")].ratio_to_lower_bound == 2.0
+    # the paper's suite order, then placers in the documented order
+    assert list(t.index) == [
+        ("gnmt", "single"), ("gnmt", "random"), ("gnmt", "metis"), ("gnmt", "heft"),
+        ("bert", "expert"), ("bert", "heft"),
+    ]  # fmt: skip
+
+
+def test_markdown_marks_best_failed_and_missing(sweep):
+    text = report.markdown(report.table(run_dir.scan([sweep])[0]))
+    lines = [line for line in text.splitlines() if "p100x4" in line]
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines}
+    assert "**1,500.0 (x1.50)**" in rows["gnmt"]
+    assert "4,000.0 ± 2,000.0 (x4.00)" in rows["gnmt"]
+    assert "3,000.0 (x3.00) [1/2 valid]" in rows["gnmt"]
+    assert "invalid: oom:gpu0" in rows["gnmt"]
+    assert "| failed |" in rows["bert"] and "| — |" in rows["bert"]  # expert failed, no random
+
+
+def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert report.main([str(sweep), "--out", str(out)]) == 0
+    csv = pd.read_csv(out / "report.csv")
+    assert list(csv.columns) == list(report.TABLE_COLUMNS)
+    assert (out / "report.md").read_text() in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert report.main([str(empty)]) == 1
+    assert "no finished runs" in capsys.readouterr().err
