@@ -13,13 +13,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Main job on the built-in default. Until the harness lands, it simulates the
-# hand-written example graph on the default paper cluster, on one GPU and spread out.
+# Main job on the built-in default: every placer available so far on every suite, on the
+# default paper cluster (experiment=baselines), then the comparison table. The first run
+# captures the three suites (about 2 minutes); rerunning resumes the finished runs.
+RUN_DIR ?= runs/main
 run: $(STAMP)
-	$(BIN)/eagle-sim simulator/examples/mlp_step.json --cluster p100x4 --device gpu0
-	@echo
-	$(BIN)/eagle-sim simulator/examples/mlp_step.json --cluster p100x4 \
-		--placement simulator/examples/mlp_step.placement.json
+	$(BIN)/eagle-run -m experiment=baselines hydra.sweep.dir=$(RUN_DIR)
+	$(BIN)/eagle-report $(RUN_DIR)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

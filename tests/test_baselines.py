@@ -35,6 +35,7 @@ def test_single_tries_every_device_and_keeps_the_one_that_fits():
     result = search(SinglePlacer(p), p, Budget(samples=10), progress=False)
     assert result.samples == 3 and result.best_valid
     assert result.best_placement.tolist() == [2, 2] and result.best_step_time == 3
+    assert result.notes == ("best device d2; invalid: d0: oom:d0, d1: oom:d1",)
 
     only = search(SinglePlacer(p, device="d1"), p, Budget(samples=10), progress=False)
     assert only.samples == 1 and not only.best_valid and only.best_reason == "oom:d1"
