@@ -125,6 +125,20 @@ def test_tiny_sweep_goes_on_past_a_failed_job_and_reports(user_graph, tmp_path):
         assert table.set_index("placer").mean_step_time[placer] == s["best_step_time"]
 
 
+def test_joblib_launcher_runs_a_sweep_in_parallel_processes(user_graph, tmp_path):
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [str(EAGLE_RUN), "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         "agent=random,m_etf", f"suite.path={user_graph}", "budget.samples=64",
+         "progress=false", f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for agent in ("random", "m_etf"):
+        summary = json.loads((sweep / f"my_model__{agent}__p100x4__0" / "summary.json").read_text())
+        assert summary["agent"] == agent and summary["best_valid"]
+
+
 def test_graph_files_are_written_atomically(tmp_path):
     run_dir.write_json(tmp_path / "a.json", {"x": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary left behind

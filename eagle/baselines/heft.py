@@ -53,8 +53,7 @@ def earliest_gap(starts: list[float], ends: list[float], ready: float, length: f
 
 
 class HeftPlacer(MemoryRetryPlacer):
-    def __init__(self, *args: object, devices: str = "all", **kwargs: object) -> None:
-        super().__init__(*args, devices=devices, **kwargs)  # type: ignore[arg-type]
+    default_devices = "all"  # HEFT weighs each op's finish time on every device
 
     def build(self, memory_fraction: float) -> IntArray:
         problem = self.problem

@@ -42,7 +42,6 @@ class PartialPlacement:
         self.device = np.full(g.num_ops, -1, dtype=np.int64)
         self.pin = np.full(len(g.colocation_vocab), -1, dtype=np.int64)
         self.live = np.zeros(problem.cluster.num_devices)
-        self.peak = np.zeros(problem.cluster.num_devices)
         self.consumers_left = np.diff(g.out_ptr).astype(np.int64)
         # bytes of each op's output resident on each device (its own or a received copy)
         self.resident: dict[tuple[int, int], float] = {}
@@ -50,7 +49,6 @@ class PartialPlacement:
         members = (g.colocation_ids >= 0) & self.free
         self.group_free_bytes = np.zeros(len(g.colocation_vocab))
         np.add.at(self.group_free_bytes, g.colocation_ids[members], g.param_bytes[members])
-        self.overflowed: set[int] = set()  # devices where an op was placed beyond the estimate
         self._edge_bytes = g.edge_bytes[g.in_edges]
 
     def _preds(self, i: int) -> tuple[IntArray, FloatArray]:
@@ -93,15 +91,12 @@ class PartialPlacement:
     def place(self, i: int, d: int) -> None:
         """Put costly op i on device d and update pins and the memory estimate."""
         g = self.problem.graph
-        if self.live[d] + self.need(i, d) > self.capacity[d]:
-            self.overflowed.add(d)
         group = g.colocation_ids[i]
         if group >= 0 and self.pin[group] < 0:
             self.pin[group] = d
             self.live[d] += self.group_free_bytes[group]
         self.device[i] = d
         self.live[d] += g.param_bytes[i]
-        self.peak[d] = max(self.peak[d], self.live[d] + g.output_bytes[i] + g.temp_bytes[i])
         if self.consumers_left[i] > 0:
             self.live[d] += g.output_bytes[i]
             self.resident[(i, d)] = g.output_bytes[i]
@@ -135,10 +130,13 @@ class PartialPlacement:
                 device[i] = pin
             elif g.out_ptr[i + 1] > g.out_ptr[i]:
                 follow(int(i), int(device[g.edge_dst[g.out_ptr[i]]]))
-        for i in free:
+        for i in free:  # no consumers, or only ones without a device yet
             if device[i] < 0:
                 preds = g.predecessors(int(i))
-                follow(int(i), int(device[preds[0]]) if len(preds) else int(self.devices[0]))
+                pin = self.pinned(int(i))
+                if pin < 0:
+                    pin = int(device[preds[0]]) if len(preds) else int(self.devices[0])
+                follow(int(i), pin)
         return device.copy()
 
 
@@ -149,19 +147,21 @@ class MemoryRetryPlacer(Placer):
     Subclasses implement `build(memory_fraction) -> placement`.
     """
 
+    default_devices = "gpus"  # Baechi places on the GPUs
+
     def __init__(
         self,
         problem: Problem,
         *,
         seed: int = 0,
-        devices: str = "gpus",
+        devices: str | None = None,
         retries: int = 4,
         shrink: float = 0.8,
     ) -> None:
         super().__init__(problem, seed=seed)
         if not 0 < shrink < 1:
             raise ValueError(f"shrink must be in (0, 1), got {shrink}")
-        self.candidates = problem.devices(devices)
+        self.candidates = problem.devices(devices or self.default_devices)
         self.retries = retries
         self.shrink = shrink
         self.fraction = 1.0
