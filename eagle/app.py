@@ -150,7 +150,7 @@ def main(cfg: DictConfig) -> None:
         run(cfg, out_dir)
     except KeyboardInterrupt:
         log.warning("interrupted; rerun the same command to resume from %s", out_dir)
-        raise
+        raise SystemExit(130) from None  # the shell's code for Ctrl-C, without a traceback
     except Exception as e:
         if hydra_cfg.mode != RunMode.MULTIRUN:
             raise

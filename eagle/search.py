@@ -20,6 +20,7 @@ import hashlib
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -174,6 +175,8 @@ class _Interrupt:
         def handler(signum: int, frame: object) -> None:
             self.requested = True
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            print("\nstopping after this iteration to save a checkpoint (Ctrl-C again: now)",
+                  file=sys.stderr)  # fmt: skip
 
         signal.signal(signal.SIGINT, handler)
         try:
