@@ -12,7 +12,7 @@ aten call becomes an op with its FLOPs, bytes, output size and owning module:
 - optimizer ops get the module of the parameter they update.
 
 Parameters, buffers and optimizer state are placeholder ops that own their bytes
-(`param_bytes`); a parameter, its optimizer state, the op producing its gradient and its
+(`param_bytes`, and no `output_bytes`: the simulator would count the same storage twice); a parameter, its optimizer state, the op producing its gradient and its
 update ops share a colocation group. View, alias and `getitem` nodes cost nothing and are
 folded into the op that produced their data, with edges rewired to it.
 
@@ -364,7 +364,10 @@ def capture(
                 group_of[node] = group
             ops.append({
                 "name": node.name, "type": op_type, "flops": 0, "bytes": 0,
-                "output_bytes": _nbytes(out), "param_bytes": _nbytes(out) if owns else 0,
+                # an owned buffer is counted once, as param_bytes: its "output" is that
+                # same storage (copies to other devices are sized by the edges)
+                "output_bytes": 0 if owns else _nbytes(out),
+                "param_bytes": _nbytes(out) if owns else 0,
                 "temp_bytes": 0, "colocation": group, "phase": "forward",
                 "module": owner_module(owner) if owns else "",
             })  # fmt: skip
