@@ -12,9 +12,10 @@ aten call becomes an op with its FLOPs, bytes, output size and owning module:
 - optimizer ops get the module of the parameter they update.
 
 Parameters, buffers and optimizer state are placeholder ops that own their bytes
-(`param_bytes`, and no `output_bytes`: the simulator would count the same storage twice); a parameter, its optimizer state, the op producing its gradient and its
-update ops share a colocation group. View, alias and `getitem` nodes cost nothing and are
-folded into the op that produced their data, with edges rewired to it.
+(`param_bytes`, and no `output_bytes`: the simulator would count the same storage
+twice); a parameter, its optimizer state, the op producing its gradient and its update
+ops share a colocation group. View, alias and `getitem` nodes cost nothing and are folded
+into the op that produced their data, with edges rewired to it.
 
 The optimizer update is written out functionally here (Adam: Kingma & Ba 2015, Alg. 1;
 SGD with momentum as in torch.optim.SGD) so the step is a pure dataflow graph. Batch-norm
