@@ -168,9 +168,10 @@ def _tag_backward(loss: Tensor) -> None:
         stack.extend(next_fn for next_fn, _ in fn.next_functions)
 
 
-def _trace(
-    model: nn.Module, inputs: Sequence[Tensor], target: Any, loss_fn: LossFn, opt: Optimizer
-) -> tuple[torch.fx.GraphModule, _Marks, list[str], list[str]]:
+def _step_arguments(
+    model: nn.Module, opt: Optimizer
+) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
+    """Parameters, buffers and (zero) optimizer state: the step's first three arguments."""
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     states = {
@@ -178,6 +179,13 @@ def _trace(
         for name, p in params.items()
         for i in range(opt.states_per_param)
     }
+    return params, buffers, states
+
+
+def _trace(
+    model: nn.Module, inputs: Sequence[Tensor], target: Any, loss_fn: LossFn, opt: Optimizer
+) -> tuple[torch.fx.GraphModule, _Marks, list[str], list[str]]:
+    params, buffers, states = _step_arguments(model, opt)
     marks = _Marks()
     k = opt.states_per_param
 
@@ -266,6 +274,33 @@ def _signature(node: torch.fx.Node) -> str:
 
     parts = [show(a) for a in node.args] + [f"{k}={show(v)}" for k, v in node.kwargs.items()]
     return f"{node.target}({', '.join(parts)})"
+
+
+def trace_program(
+    model: nn.Module,
+    inputs: Sequence[Tensor],
+    target: Any,
+    loss_fn: LossFn,
+    *,
+    optimizer: Optimizer | str = "adam",
+) -> tuple[torch.fx.GraphModule, list[Any]]:
+    """The traced training step and the real values of its placeholders, in order.
+
+    The same trace `capture` turns into an `OpGraph` (same node names, so each node maps
+    to an op), for the real-hardware executor to run: its first output is the loss.
+    """
+    opt = Optimizer(kind=optimizer) if isinstance(optimizer, str) else optimizer
+    model.train()
+    gm, *_ = _trace(model, inputs, target, loss_fn, opt)
+    params, buffers, states = _step_arguments(model, opt)
+    values = (
+        {k: v.detach() for k, v in params.items()},
+        {k: v.detach() for k, v in buffers.items()},
+        states,
+        list(inputs),
+        target,
+    )
+    return gm, torch.utils._pytree.tree_leaves(values)
 
 
 def capture(

@@ -1,0 +1,438 @@
+"""The real-hardware executor: run a training step with a placement, and time it.
+
+This is what keeps the simulator honest (DESIGN.md, "Real-hardware executor"). A
+`Program` is the traced step (an FX graph of aten calls, `suites.capture.trace_program`)
+with the real values of its inputs; its node names are the op names of the step's
+`OpGraph`, and nodes the capture folded away (views, `getitem`) run with the op they were
+folded into. Given a placement:
+
+- every device is a worker that runs its ops in the order the simulator would
+  (`simulate(..., trace=True)`), an op starting when the ops it reads from are done;
+- on a cluster of CPU devices each worker is a *process* running single-threaded
+  kernels. Threads in one interpreter would share its lock: two threads running the
+  small suites' microsecond ops ran slower together than one alone (16x16 matmuls: 0.54x
+  the speed of one thread; GNMT-small split over two threads: 56 ms vs 34 ms on one), so
+  devices that the simulator treats as independent would not be. An op's output needed
+  on another device is copied by its producer into shared memory once per destination
+  (the simulator's copy), and the consumer waits for it;
+- with CUDA devices, each device is a thread with its own stream and tensors move with
+  `.to(device)`;
+- random ops (dropout) reseed the generator from their node's index under a lock, so
+  the step computes the same loss whatever the placement and thread timing.
+
+The measurement is the median step time over repeats after warm-up, and each device's
+busy time. The CUDA path follows the same plan but has not been run here yet (no GPU on
+the development machine); the CPU path is tested.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from simulator.cluster import Cluster
+from simulator.cost_model import CostModel
+from simulator.engine import simulate
+from simulator.errors import SimulatorError
+from simulator.graph import FloatArray, IntArray, OpGraph
+from simulator.placement import check_placement
+
+
+class ExecutorError(SimulatorError):
+    """A program that does not match its graph, or a device this machine lacks."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A traced training step that can run for real: the FX graph and its inputs' values
+    (one per placeholder, in order). Its first output is the loss."""
+
+    module: torch.fx.GraphModule
+    args: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    step_time: float  # median over repeats, seconds
+    step_times: tuple[float, ...]  # every timed repeat
+    busy_time: FloatArray  # [num_devices] median seconds of op execution per device
+    loss: float
+
+
+def torch_device(name: str) -> torch.device:
+    """The torch device behind a cluster device: `cpu*` -> cpu, `gpuK` -> cuda:K."""
+    if name.startswith("cpu"):
+        return torch.device("cpu")
+    if name.startswith("gpu") and name[3:].isdigit():
+        k = int(name[3:])
+        if not torch.cuda.is_available() or k >= torch.cuda.device_count():
+            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise ExecutorError(
+                f"device {name!r} needs cuda:{k}, but this machine has {have} CUDA device(s); "
+                "run on a cluster whose devices exist here (e.g. cluster=cpu2)"
+            )
+        return torch.device(f"cuda:{k}")
+    raise ExecutorError(
+        f"device {name!r}: the executor runs devices named cpu* (this host's CPU) or gpuK "
+        "(cuda:K); rename the cluster's devices"
+    )
+
+
+class Executor:
+    """Runs `program` (whose ops are `graph`'s) on `cluster`'s devices."""
+
+    def __init__(
+        self, program: Program, graph: OpGraph, cluster: Cluster, cost_model: CostModel
+    ) -> None:
+        self.program, self.graph, self.cluster = program, graph, cluster
+        self.cost_model = cost_model
+        self.devices = [torch_device(d.name) for d in cluster.devices]
+        nodes = list(program.module.graph.nodes)
+        self.placeholders = [n for n in nodes if n.op == "placeholder"]
+        if len(self.placeholders) != len(program.args):
+            raise ExecutorError(
+                f"program has {len(self.placeholders)} inputs but {len(program.args)} values"
+            )
+        self.output = next(n for n in nodes if n.op == "output")
+        # each node runs with an op: its own, or the op of the node it was folded into
+        self.op_of: dict[torch.fx.Node, int] = {}
+        for node in nodes:
+            if node.op == "output":
+                continue
+            i = graph._index.get(node.name)
+            if i is None:
+                first = node.all_input_nodes[0] if node.all_input_nodes else None
+                if first is None or first not in self.op_of:
+                    raise ExecutorError(
+                        f"node {node.name!r} of the program is no op of graph {graph.name!r} "
+                        "and reads no op; program and graph come from different captures"
+                    )
+                i = self.op_of[first]
+            self.op_of[node] = i
+        missing = set(range(graph.num_ops)) - set(self.op_of.values())
+        if missing:
+            raise ExecutorError(
+                f"op {graph.names[min(missing)]!r} of graph {graph.name!r} is not in the "
+                "program; program and graph come from different captures"
+            )
+        self.nodes_of: list[list[torch.fx.Node]] = [[] for _ in range(graph.num_ops)]
+        for node, i in self.op_of.items():
+            if node.op != "placeholder":
+                self.nodes_of[i].append(node)
+        self.reads: list[set[int]] = [set() for _ in range(graph.num_ops)]
+        for node, i in self.op_of.items():
+            for arg in node.all_input_nodes:
+                if self.op_of[arg] != i:
+                    self.reads[i].add(self.op_of[arg])
+        self.seeded = {
+            node
+            for node in self.op_of
+            if isinstance(node.target, torch._ops.OpOverload)
+            and torch.Tag.nondeterministic_seeded in node.target.tags
+        }
+        self.index = {node: k for k, node in enumerate(nodes)}
+        self.main_node = {self.op_of[n]: n for n in self.op_of if n.name == graph.names[self.op_of[n]]}
+        self.loss_node = _first_node(self.output.args[0])
+        self._rng_lock = threading.Lock()
+
+    def order(self, placement: IntArray) -> list[list[int]]:
+        """Each device's ops in the order the simulator runs them."""
+        result = simulate(self.graph, placement, self.cluster, self.cost_model, trace=True)
+        assert result.trace is not None
+        start = result.trace.op_start
+        return [
+            sorted(np.flatnonzero(placement == d).tolist(), key=lambda i: (start[i], i))
+            for d in range(self.cluster.num_devices)
+        ]
+
+    def _call(self, node: torch.fx.Node, fetch: Callable[[torch.fx.Node], Any]) -> Any:
+        args = torch.fx.node.map_arg(node.args, fetch)
+        kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
+        target: Any = node.target
+        if node in self.seeded:
+            with self._rng_lock:
+                torch.manual_seed(self.index[node])
+                return target(*args, **kwargs)
+        return target(*args, **kwargs)
+
+    def _run_once(self, placement: IntArray, order: list[list[int]]) -> tuple[float, list[float], Any]:
+        env: dict[torch.fx.Node, Any] = {}
+        for node, value in zip(self.placeholders, self.program.args, strict=True):
+            dev = self.devices[placement[self.op_of[node]]]
+            env[node] = value.to(dev) if isinstance(value, torch.Tensor) else value
+        moved: dict[tuple[torch.fx.Node, int], Any] = {}
+        done = [threading.Event() for _ in range(self.graph.num_ops)]
+        for i in range(self.graph.num_ops):
+            if not self.nodes_of[i]:
+                done[i].set()  # placeholders: their values are in place before the step
+        busy = [0.0] * len(self.devices)
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(self.devices) + 1)
+
+        def worker(d: int) -> None:
+            device = self.devices[d]
+
+            def fetch(node: torch.fx.Node) -> Any:
+                value = env[node]
+                if not isinstance(value, torch.Tensor) or value.device == device:
+                    return value
+                key = (node, d)
+                if key not in moved:
+                    moved[key] = value.to(device)
+                return moved[key]
+
+            try:
+                stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+                with torch.no_grad(), (torch.cuda.stream(stream) if stream else _nothing()):
+                    start.wait()
+                    for i in order[d]:
+                        for j in self.reads[i]:
+                            done[j].wait()
+                        t0 = time.perf_counter()
+                        for node in self.nodes_of[i]:
+                            env[node] = self._call(node, fetch)
+                        if stream is not None:
+                            stream.synchronize()  # hand-offs wait for the kernel, not its launch
+                        busy[d] += time.perf_counter() - t0
+                        done[i].set()
+            except BaseException as e:  # surfaced by the caller; free the other workers
+                errors.append(e)
+                for event in done:
+                    event.set()
+
+        threads = [threading.Thread(target=worker, args=(d,)) for d in range(len(self.devices))]
+        for t in threads:
+            t.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        out = torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])
+        return elapsed, busy, out
+
+    def measure(self, placement: Any, *, warmup: int = 1, repeats: int = 5) -> Measurement:
+        """Run the step `warmup + repeats` times with `placement`; median of the repeats."""
+        place = check_placement(self.graph, self.cluster, placement)
+        order = self.order(place)
+        if all(d.type == "cpu" for d in self.devices):
+            times, busy, loss = self._run_processes(place, order, warmup + repeats)
+        else:
+            times, busy, loss = self._run_threads(place, order, warmup + repeats)
+        return Measurement(
+            step_time=statistics.median(times[warmup:]),
+            step_times=tuple(times[warmup:]),
+            busy_time=np.median(np.asarray(busy[warmup:]), axis=0),
+            loss=loss,
+        )
+
+    def _run_threads(
+        self, place: IntArray, order: list[list[int]], runs: int
+    ) -> tuple[list[float], list[list[float]], float]:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        gc.disable()
+        try:
+            done = [self._run_once(place, order) for _ in range(runs)]
+        finally:
+            gc.enable()
+            torch.set_num_threads(threads)
+        loss = float(_first_tensor(done[-1][2]))
+        return [r[0] for r in done], [r[1] for r in done], loss
+
+    # ---- CPU devices: one process each ---------------------------------------------
+
+    def _slots(self, j: int) -> list[torch.Tensor | None]:
+        """Shared-memory buffers for op j's output (a tensor, or a tuple of them)."""
+        val = self.main_node[j].meta.get("val")
+        leaves = [val] if isinstance(val, torch.Tensor) else val
+        if not isinstance(leaves, list | tuple):
+            raise ExecutorError(f"op {self.graph.names[j]!r}: cannot copy an output of {val!r}")
+        return [
+            torch.empty(tuple(v.shape), dtype=v.dtype).share_memory_()
+            if isinstance(v, torch.Tensor)
+            else None
+            for v in leaves
+        ]
+
+    def _run_processes(
+        self, place: IntArray, order: list[list[int]], runs: int
+    ) -> tuple[list[float], list[list[float]], float]:
+        num = len(self.devices)
+        transfer: dict[tuple[int, int], int] = {}  # (producer op, destination) -> index
+        for i in range(self.graph.num_ops):
+            for j in self.reads[i]:
+                if place[j] != place[i]:
+                    transfer.setdefault((j, int(place[i])), len(transfer))
+        slots = {key: self._slots(key[0]) for key in transfer}
+        context = multiprocessing.get_context("fork")
+        shared = _Shared(
+            flags=torch.zeros(max(1, len(transfer)), dtype=torch.int64).share_memory_(),
+            starts=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
+            ends=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
+            busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
+            loss=torch.zeros(1, dtype=torch.float64).share_memory_(),
+            barrier=context.Barrier(num + 1),  # the parent waits without using a core
+            errors=context.SimpleQueue(),
+        )
+        workers = [
+            context.Process(
+                target=self._process_worker,
+                args=(d, place, order, transfer, slots, shared, runs),
+                daemon=True,
+            )
+            for d in range(num)
+        ]
+        for w in workers:
+            w.start()
+        try:
+            for _ in range(2 * runs):  # each repeat: all start, all finish
+                shared.barrier.wait(timeout=600)
+        except threading.BrokenBarrierError:
+            why = shared.errors.get() if not shared.errors.empty() else "a worker died"
+            raise ExecutorError(f"executing {self.graph.name!r} failed: {why}") from None
+        finally:
+            for w in workers:
+                w.join(timeout=5)
+                if w.is_alive():
+                    w.kill()
+        # from the first worker starting to the last one finishing
+        times = (shared.ends.max(dim=1).values - shared.starts.min(dim=1).values).tolist()
+        return times, shared.busy.tolist(), float(shared.loss[0])
+
+    def _process_worker(
+        self,
+        d: int,
+        place: IntArray,
+        order: list[list[int]],
+        transfer: dict[tuple[int, int], int],
+        slots: dict[tuple[int, int], list[torch.Tensor | None]],
+        shared: _Shared,
+        runs: int,
+    ) -> None:
+        try:
+            torch.set_num_threads(1)
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cores[d % len(cores)]})  # device d: a core of its own
+            # A collection here would walk the whole heap inherited from the parent
+            # (measured: 300-700 ms pauses in a 40 ms step); the step frees by refcount.
+            gc.disable()
+            flags = shared.flags.numpy()
+            sends = [[k for (j, dst), k in transfer.items() if j == i] for i in range(self.graph.num_ops)]
+            sends_to = {k: slots[key] for key, k in transfer.items()}
+            waits = {i: [transfer[(j, d)] for j in self.reads[i] if place[j] != d] for i in order[d]}
+            local = [
+                (ph, value)
+                for ph, value in zip(self.placeholders, self.program.args, strict=True)
+                if place[self.op_of[ph]] == d
+            ]
+            with torch.no_grad():
+                for r in range(runs):
+                    gen = r + 1
+                    shared.barrier.wait()
+                    shared.starts[r, d] = time.perf_counter()
+                    env: dict[torch.fx.Node, Any] = dict(local)
+
+                    def fetch(node: torch.fx.Node) -> Any:
+                        if node in env:
+                            return env[node]
+                        j = self.op_of[node]
+                        main = self.main_node[j]
+                        if node is main:
+                            leaves = slots[(j, d)]
+                            value = leaves[0] if isinstance(main.meta.get("val"), torch.Tensor) else tuple(leaves)
+                        else:  # a view of another device's output: re-derive it here
+                            value = self._call(node, fetch)
+                        env[node] = value
+                        return value
+
+                    busy = 0.0
+                    for i in order[d]:
+                        for k in waits[i]:
+                            while flags[k] < gen:
+                                os.sched_yield()  # spin, but let a starved process run
+                        t0 = time.perf_counter()
+                        for node in self.nodes_of[i]:
+                            env[node] = self._call(node, fetch)
+                        if sends[i]:
+                            value = env[self.main_node[i]]
+                            leaves = [value] if isinstance(value, torch.Tensor) else list(value)
+                            for k in sends[i]:
+                                for slot, leaf in zip(sends_to[k], leaves, strict=True):
+                                    if slot is not None:
+                                        slot.copy_(leaf)
+                        busy += time.perf_counter() - t0
+                        for k in sends[i]:
+                            flags[k] = gen
+                    shared.ends[r, d] = time.perf_counter()
+                    shared.busy[r, d] = busy
+                    if place[self.op_of[self.loss_node]] == d:
+                        shared.loss[0] = float(fetch(self.loss_node))
+                    shared.barrier.wait()
+        except BaseException as e:
+            shared.errors.put(f"{type(e).__name__}: {e}")
+            shared.barrier.abort()
+            raise SystemExit(1) from None
+
+    def reference_loss(self) -> float:
+        """The loss of the unplaced step: every node in program order on one thread."""
+        env: dict[torch.fx.Node, Any] = dict(zip(self.placeholders, self.program.args, strict=True))
+        with torch.no_grad():
+            for node in self.program.module.graph.nodes:
+                if node.op == "call_function":
+                    env[node] = self._call(node, lambda n: env[n])
+        return float(_first_tensor(torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])))
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """Shared-memory arrays the CPU worker processes and the parent coordinate through."""
+
+    flags: torch.Tensor  # [transfers] the repeat whose copy has landed
+    starts: torch.Tensor  # [repeats, devices] perf_counter when each worker started
+    ends: torch.Tensor  # [repeats, devices] perf_counter when each worker finished
+    busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
+    loss: torch.Tensor  # [1]
+    barrier: Any  # multiprocessing.Barrier: the parent and every worker, twice a repeat
+    errors: Any  # multiprocessing.SimpleQueue of worker failures
+
+
+def _first_node(value: Any) -> torch.fx.Node:
+    if isinstance(value, torch.fx.Node):
+        return value
+    for item in value:
+        found = _first_node(item)
+        if found is not None:
+            return found
+    raise ExecutorError("the program's output holds no node (expected the loss first)")
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _first_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    for item in value:
+        found = _first_tensor(item)
+        if found is not None:
+            return found
+    raise ExecutorError("the program's output holds no tensor (expected the loss first)")
