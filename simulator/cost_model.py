@@ -12,8 +12,9 @@ Copies follow the alpha-beta model of the cluster's links: `latency + bytes / ba
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from simulator.cluster import Cluster
 from simulator.devices import DATASHEET, OP_CLASSES, Roofline, op_class
 from simulator.errors import CostModelError
 from simulator.graph import FloatArray, OpGraph
+from simulator.profile import Profile
+
+PROFILE_DIR = Path(__file__).with_name("profiles")  # the shipped, measured profiles
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,13 @@ class CostModel:
         cluster: Cluster,
         rooflines: Mapping[str, Roofline],
         measured: Mapping[str, Mapping[str, float]] | None = None,
+        op_overhead: Mapping[str, float] | None = None,
     ) -> None:
         self.cluster = cluster
         self.rooflines = dict(rooflines)
         self.measured = {k: dict(v) for k, v in (measured or {}).items()}
+        # seconds a device type's executor adds to each kernel beyond its isolated time
+        self.op_overhead = dict(op_overhead or {})
         for i, device in enumerate(cluster.devices):
             if device.type not in self.rooflines and device.type not in self.measured:
                 raise CostModelError(
@@ -58,22 +65,42 @@ class CostModel:
         self.link_latency: FloatArray = cluster.latency
         self.link_bandwidth: FloatArray = cluster.bandwidth
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
+        self.sources: dict[str, str] = {}  # device type -> which profile measured it
 
     @classmethod
-    def default(cls, cluster: Cluster) -> CostModel:
-        """Profiles where measured, else datasheet rooflines (cluster-defined types first).
+    def default(cls, cluster: Cluster, profiles: Iterable[Path] | None = None) -> CostModel:
+        """Measured profiles where they exist, else datasheet rooflines.
 
-        No measured profiles ship yet: every built-in device type is priced by its
-        datasheet roofline, which `provenance()` reports.
+        `profiles` defaults to the shipped ones (`simulator/profiles/*.json.gz`); a profile
+        whose device type the cluster uses gives its measured kernel times and replaces
+        the type's roofline by the one fitted to them. Other types keep the cluster
+        file's `device_types:` entry or the datasheet table (`simulator.devices`).
         """
-        return cls(cluster, {**DATASHEET, **cluster.device_types})
+        rooflines = {**DATASHEET, **cluster.device_types}
+        measured: dict[str, dict[str, float]] = {}
+        overhead: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        used = {d.type for d in cluster.devices}
+        paths = sorted(PROFILE_DIR.glob("*.json*")) if profiles is None else list(profiles)
+        for path in paths:
+            profile = Profile.load(Path(path))
+            if profile.device_type in used:
+                measured[profile.device_type] = profile.measured()
+                rooflines[profile.device_type] = Roofline(**profile.fit["roofline"])
+                overhead[profile.device_type] = float(profile.fit.get("op_overhead", 0.0))
+                sources[profile.device_type] = (
+                    f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
+                )
+        model = cls(cluster, rooflines, measured, overhead)
+        model.sources = sources
+        return model
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""
         out = {}
         for device in self.cluster.devices:
             if device.type in self.measured:
-                out[device.type] = "measured profile"
+                out[device.type] = self.sources.get(device.type, "measured profile")
             else:
                 out[device.type] = self.rooflines[device.type].source
         return out
@@ -125,10 +152,11 @@ class CostModel:
         n_override = int(np.count_nonzero(~np.isnan(column)))
         n_measured = 0
         table = self.measured.get(device_type, {})
+        overhead = self.op_overhead.get(device_type, 0.0)
         if table:
             for i, sig in enumerate(graph.signatures):
                 if sig is not None and np.isnan(column[i]) and sig in table:
-                    column[i] = table[sig]
+                    column[i] = table[sig] + overhead
                     n_measured += 1
         todo = np.isnan(column)
         if todo.any():
@@ -147,6 +175,7 @@ class CostModel:
             # An op that reads and writes nothing (a parameter or input placeholder)
             # launches no kernel and costs nothing.
             launches = (graph.flops > 0) | (graph.bytes > 0)
-            roofline = np.where(launches, roof.launch_overhead, 0.0) + np.maximum(compute, memory)
+            start = roof.launch_overhead + overhead
+            roofline = np.where(launches, start, 0.0) + np.maximum(compute, memory)
             column[todo] = roofline[todo]
         return column, PricedBy(n_override, n_measured, int(np.count_nonzero(todo)))

@@ -105,31 +105,8 @@ class Executor:
                 f"program has {len(self.placeholders)} inputs but {len(program.args)} values"
             )
         self.output = next(n for n in nodes if n.op == "output")
-        # each node runs with an op: its own, or the op of the node it was folded into
-        self.op_of: dict[torch.fx.Node, int] = {}
-        for node in nodes:
-            if node.op == "output":
-                continue
-            i = graph._index.get(node.name)
-            if i is None:
-                first = node.all_input_nodes[0] if node.all_input_nodes else None
-                if first is None or first not in self.op_of:
-                    raise ExecutorError(
-                        f"node {node.name!r} of the program is no op of graph {graph.name!r} "
-                        "and reads no op; program and graph come from different captures"
-                    )
-                i = self.op_of[first]
-            self.op_of[node] = i
-        missing = set(range(graph.num_ops)) - set(self.op_of.values())
-        if missing:
-            raise ExecutorError(
-                f"op {graph.names[min(missing)]!r} of graph {graph.name!r} is not in the "
-                "program; program and graph come from different captures"
-            )
-        self.nodes_of: list[list[torch.fx.Node]] = [[] for _ in range(graph.num_ops)]
-        for node, i in self.op_of.items():
-            if node.op != "placeholder":
-                self.nodes_of[i].append(node)
+        self.op_of, self.nodes_of, self.prelude = op_groups(program.module, graph)
+        self.main_node = {self.op_of[n]: n for n in self.op_of if n.name == graph.names[self.op_of[n]]}
         self.reads: list[set[int]] = [set() for _ in range(graph.num_ops)]
         for node, i in self.op_of.items():
             for arg in node.all_input_nodes:
@@ -142,7 +119,6 @@ class Executor:
             and torch.Tag.nondeterministic_seeded in node.target.tags
         }
         self.index = {node: k for k, node in enumerate(nodes)}
-        self.main_node = {self.op_of[n]: n for n in self.op_of if n.name == graph.names[self.op_of[n]]}
         self.loss_node = _first_node(self.output.args[0])
         self._rng_lock = threading.Lock()
 
@@ -156,21 +132,37 @@ class Executor:
             for d in range(self.cluster.num_devices)
         ]
 
-    def _call(self, node: torch.fx.Node, fetch: Callable[[torch.fx.Node], Any]) -> Any:
-        args = torch.fx.node.map_arg(node.args, fetch)
-        kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
-        target: Any = node.target
+    def _call(
+        self,
+        node: torch.fx.Node,
+        fetch: Callable[[torch.fx.Node], Any],
+        device: torch.device | None,
+    ) -> Any:
         if node in self.seeded:
             with self._rng_lock:
                 torch.manual_seed(self.index[node])
-                return target(*args, **kwargs)
-        return target(*args, **kwargs)
+                return call_node(node, fetch, device)
+        return call_node(node, fetch, device)
+
+    def _inputs(self, place: IntArray, d: int) -> dict[torch.fx.Node, Any]:
+        """The inputs placed on device d, and their prelude views, on d's torch device."""
+        env: dict[torch.fx.Node, Any] = {}
+        device = self.devices[d]
+        for node, value in zip(self.placeholders, self.program.args, strict=True):
+            i = self.op_of[node]
+            if place[i] == d:
+                env[node] = value.to(device) if isinstance(value, torch.Tensor) else value
+        with torch.no_grad():
+            for i in range(self.graph.num_ops):
+                if place[i] == d:
+                    for node in self.prelude[i]:
+                        env[node] = call_node(node, env.__getitem__, device)
+        return env
 
     def _run_once(self, placement: IntArray, order: list[list[int]]) -> tuple[float, list[float], Any]:
         env: dict[torch.fx.Node, Any] = {}
-        for node, value in zip(self.placeholders, self.program.args, strict=True):
-            dev = self.devices[placement[self.op_of[node]]]
-            env[node] = value.to(dev) if isinstance(value, torch.Tensor) else value
+        for d in range(len(self.devices)):
+            env.update(self._inputs(placement, d))
         moved: dict[tuple[torch.fx.Node, int], Any] = {}
         done = [threading.Event() for _ in range(self.graph.num_ops)]
         for i in range(self.graph.num_ops):
@@ -201,7 +193,7 @@ class Executor:
                             done[j].wait()
                         t0 = time.perf_counter()
                         for node in self.nodes_of[i]:
-                            env[node] = self._call(node, fetch)
+                            env[node] = self._call(node, fetch, device)
                         if stream is not None:
                             stream.synchronize()  # hand-offs wait for the kernel, not its launch
                         busy[d] += time.perf_counter() - t0
@@ -331,56 +323,66 @@ class Executor:
             # (measured: 300-700 ms pauses in a 40 ms step); the step frees by refcount.
             gc.disable()
             flags = shared.flags.numpy()
+            device = self.devices[d]
             sends = [[k for (j, dst), k in transfer.items() if j == i] for i in range(self.graph.num_ops)]
             sends_to = {k: slots[key] for key, k in transfer.items()}
-            waits = {i: [transfer[(j, d)] for j in self.reads[i] if place[j] != d] for i in order[d]}
-            local = [
-                (ph, value)
-                for ph, value in zip(self.placeholders, self.program.args, strict=True)
-                if place[self.op_of[ph]] == d
+            steps = [  # per op: the copies to wait for, its nodes, the copies to make
+                (
+                    [transfer[(j, d)] for j in self.reads[i] if place[j] != d],
+                    self.nodes_of[i],
+                    self.main_node[i],
+                    [(k, sends_to[k]) for k in sends[i]],
+                )
+                for i in order[d]
             ]
+            local = self._inputs(place, d)
+            executor, call = self, self._call
+            kernel_device = None if device.type == "cpu" else device
+
+            class Env(dict[torch.fx.Node, Any]):
+                """This worker's values; another device's output is read from its copy."""
+
+                def __missing__(self, node: torch.fx.Node) -> Any:
+                    j = executor.op_of[node]
+                    main = executor.main_node[j]
+                    if node is main:  # its producer copied it here
+                        leaves = slots[(j, d)]
+                        single = isinstance(main.meta.get("val"), torch.Tensor)
+                        value = leaves[0] if single else tuple(leaves)
+                    else:  # a view of another device's output: re-derive it here
+                        value = call(node, self.__getitem__, kernel_device)
+                    self[node] = value
+                    return value
+
             with torch.no_grad():
                 for r in range(runs):
                     gen = r + 1
                     shared.barrier.wait()
                     shared.starts[r, d] = time.perf_counter()
-                    env: dict[torch.fx.Node, Any] = dict(local)
-
-                    def fetch(node: torch.fx.Node) -> Any:
-                        if node in env:
-                            return env[node]
-                        j = self.op_of[node]
-                        main = self.main_node[j]
-                        if node is main:
-                            leaves = slots[(j, d)]
-                            value = leaves[0] if isinstance(main.meta.get("val"), torch.Tensor) else tuple(leaves)
-                        else:  # a view of another device's output: re-derive it here
-                            value = self._call(node, fetch)
-                        env[node] = value
-                        return value
-
+                    env = Env(local)
+                    fetch = env.__getitem__
                     busy = 0.0
-                    for i in order[d]:
-                        for k in waits[i]:
+                    for waits, nodes, main, copies in steps:
+                        for k in waits:
                             while flags[k] < gen:
                                 os.sched_yield()  # spin, but let a starved process run
                         t0 = time.perf_counter()
-                        for node in self.nodes_of[i]:
-                            env[node] = self._call(node, fetch)
-                        if sends[i]:
-                            value = env[self.main_node[i]]
+                        for node in nodes:
+                            env[node] = call(node, fetch, kernel_device)
+                        if copies:
+                            value = env[main]
                             leaves = [value] if isinstance(value, torch.Tensor) else list(value)
-                            for k in sends[i]:
-                                for slot, leaf in zip(sends_to[k], leaves, strict=True):
+                            for _, slot_list in copies:
+                                for slot, leaf in zip(slot_list, leaves, strict=True):
                                     if slot is not None:
                                         slot.copy_(leaf)
                         busy += time.perf_counter() - t0
-                        for k in sends[i]:
+                        for k, _ in copies:
                             flags[k] = gen
                     shared.ends[r, d] = time.perf_counter()
                     shared.busy[r, d] = busy
                     if place[self.op_of[self.loss_node]] == d:
-                        shared.loss[0] = float(fetch(self.loss_node))
+                        shared.loss[0] = float(env[self.loss_node])
                     shared.barrier.wait()
         except BaseException as e:
             shared.errors.put(f"{type(e).__name__}: {e}")
@@ -393,8 +395,79 @@ class Executor:
         with torch.no_grad():
             for node in self.program.module.graph.nodes:
                 if node.op == "call_function":
-                    env[node] = self._call(node, lambda n: env[n])
+                    env[node] = self._call(node, env.__getitem__, torch.device("cpu"))
         return float(_first_tensor(torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])))
+
+
+def op_of_nodes(module: torch.fx.GraphModule, graph: OpGraph) -> dict[torch.fx.Node, int]:
+    """The op each traced node runs with: its own (same name), or for a node the capture
+    folded away (a view, `getitem`) the op of the node it reads first."""
+    op_of: dict[torch.fx.Node, int] = {}
+    for node in module.graph.nodes:
+        if node.op == "output":
+            continue
+        i = graph._index.get(node.name)
+        if i is None:
+            first = node.all_input_nodes[0] if node.all_input_nodes else None
+            if first is None or first not in op_of:
+                raise ExecutorError(
+                    f"node {node.name!r} of the program is no op of graph {graph.name!r} "
+                    "and reads no op; program and graph come from different captures"
+                )
+            i = op_of[first]
+        op_of[node] = i
+    missing = set(range(graph.num_ops)) - set(op_of.values())
+    if missing:
+        raise ExecutorError(
+            f"op {graph.names[min(missing)]!r} of graph {graph.name!r} is not in the "
+            "program; program and graph come from different captures"
+        )
+    return op_of
+
+
+def op_groups(
+    module: torch.fx.GraphModule, graph: OpGraph
+) -> tuple[dict[torch.fx.Node, int], list[list[torch.fx.Node]], list[list[torch.fx.Node]]]:
+    """(op of each node, the nodes each op runs in the step, each op's prelude).
+
+    Views of the step's inputs (a weight's transpose, a detached parameter) depend on
+    nothing the step computes, and the graph prices them at zero: they form the input
+    op's *prelude*, derived before the clock starts on the input's device, instead of
+    running inside the step.
+    """
+    op_of = op_of_nodes(module, graph)
+    nodes_of: list[list[torch.fx.Node]] = [[] for _ in range(graph.num_ops)]
+    prelude: list[list[torch.fx.Node]] = [[] for _ in range(graph.num_ops)]
+    constant = {n for n in op_of if n.op == "placeholder"}
+    input_ops = {op_of[n] for n in constant}
+    for node, i in op_of.items():
+        if node.op == "placeholder":
+            continue
+        if i in input_ops and set(node.all_input_nodes) <= constant:
+            constant.add(node)
+            prelude[i].append(node)
+        else:
+            nodes_of[i].append(node)
+    return op_of, nodes_of, prelude
+
+
+def call_node(
+    node: torch.fx.Node, fetch: Callable[[torch.fx.Node], Any], device: torch.device | None = None
+) -> Any:
+    """Run one traced node, its inputs looked up with `fetch` (the profiler times ops
+    through this same function, so measured and executed calls cost the same). On a
+    non-CPU `device`, device arguments recorded while tracing on the CPU point there."""
+    args = torch.fx.node.map_arg(node.args, fetch)
+    kwargs = torch.fx.node.map_arg(node.kwargs, fetch)
+    if device is not None and device.type != "cpu":
+
+        def here(v: Any) -> Any:
+            return device if isinstance(v, torch.device) else v
+
+        args = torch.fx.node.map_aggregate(args, here)
+        kwargs = torch.fx.node.map_aggregate(kwargs, here)
+    target: Any = node.target
+    return target(*args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -436,3 +509,35 @@ def _first_tensor(value: Any) -> torch.Tensor:
         if found is not None:
             return found
     raise ExecutorError("the program's output holds no tensor (expected the loss first)")
+
+
+def handoff_latency(rounds: int = 2000) -> float:
+    """One-way latency of a hand-off between two CPU worker processes, as the executor
+    does it (a counter in shared memory, the receiver spinning on it): half the round
+    trip of a ping-pong between two processes pinned to two cores."""
+    flags = torch.zeros(3, dtype=torch.float64).share_memory_()
+    context = multiprocessing.get_context("fork")
+    cores = sorted(os.sched_getaffinity(0))
+
+    def player(me: int) -> None:
+        os.sched_setaffinity(0, {cores[me % len(cores)]})
+        f = flags.numpy()
+        t0 = time.perf_counter()
+        for r in range(1, rounds + 1):
+            if me == 0:
+                f[0] = r
+            while f[1 - me] < r:
+                os.sched_yield()
+            if me == 1:
+                f[1] = r
+        if me == 0:
+            f[2] = (time.perf_counter() - t0) / rounds / 2
+
+    players = [context.Process(target=player, args=(me,), daemon=True) for me in (0, 1)]
+    for p in players:
+        p.start()
+    for p in players:
+        p.join(timeout=60)
+    if any(p.exitcode != 0 for p in players):
+        raise ExecutorError("the hand-off measurement's worker processes failed")
+    return float(flags[2])

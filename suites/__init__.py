@@ -6,6 +6,6 @@ graph = suites.load("bert", "small")  # captured once, then read from the cache
 """
 
 from suites.expert import expert_placement
-from suites.registry import SuiteError, load, names
+from suites.registry import SuiteError, load, names, program
 
-__all__ = ["SuiteError", "expert_placement", "load", "names"]
+__all__ = ["SuiteError", "expert_placement", "load", "names", "program"]

@@ -1,9 +1,11 @@
-"""`eagle-capture` (a user's model -> graph file) and `eagle-graph stats` (a graph, summarised).
+"""`eagle-capture` (a user's model -> graph file), `eagle-graph stats` (a graph,
+summarised) and `eagle-profile` (time the suites' kernels on a device).
 
     eagle-capture my_models.py:build --name mymodel [--out DIR] [--optimizer adam|sgd]
     eagle-capture package.module:build --name mymodel
     eagle-graph stats bert [--variant small] [--cluster p100x4]
     eagle-graph stats mymodel.json.gz
+    eagle-profile --device cpu [--suites bert,gnmt] [--variants small] [--out FILE]
 
 `build()` returns `(model, inputs, target, loss_fn)`: `inputs` a tuple of tensors; the
 captured step computes `loss_fn(model(*inputs), target)`, backward and an optimizer step.
@@ -25,8 +27,13 @@ import numpy as np
 import torch
 
 import suites
+import suites.registry
 from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, simulate
-from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture
+from simulator.calibration import fit_link, fit_roofline
+from simulator.devices import DATASHEET, Roofline
+from simulator.executor import Executor, Program, handoff_latency
+from simulator.profiler import Profile, kernel_calls, machine_meta, profile_copies, profile_ops
+from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture, trace_program
 from suites.expert import gpu_indices
 
 
@@ -180,4 +187,160 @@ def graph_main(argv: list[str] | None = None) -> int:
         print(f"eagle-graph: error: {e}", file=sys.stderr)
         return 2
     print(text)
+    return 0
+
+
+def _profile_device(spec: str) -> torch.device:
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise CliError(f"unknown device {spec!r}; use cpu or cuda:N") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise CliError(f"{spec} requested, but this machine has {count} CUDA device(s)")
+    elif device.type != "cpu":
+        raise CliError(f"unsupported device {spec!r}; use cpu or cuda:N")
+    return device
+
+
+def _default_type(device: torch.device) -> str:
+    """cpu -> cpu-worker (a single-threaded worker, as the executor runs CPU devices);
+    cuda:N -> the GPU's name in lower case, e.g. `nvidia-h200`."""
+    if device.type == "cpu":
+        return "cpu-worker"
+    return "-".join(torch.cuda.get_device_name(device).lower().split())
+
+
+def profile(
+    device: torch.device,
+    device_type: str,
+    suite_names: list[str],
+    variants: list[str],
+    out: Path,
+    progress: bool = True,
+) -> Profile:
+    """Measure (or finish measuring) the profile at `out`, fit it, and save it complete."""
+    prof = Profile(device_type, machine_meta(device))
+    if out.exists():
+        prof = Profile.load(out, allow_incomplete=True)
+        if prof.device_type != device_type:
+            raise CliError(
+                f"{out} profiles device type {prof.device_type!r}, not {device_type!r}; "
+                "pick another --out"
+            )
+        prof.complete = False
+    prof.meta["suites"] = sorted(set(prof.meta.get("suites", [])) | {
+        f"{n}/{v}" for n in suite_names for v in variants})  # fmt: skip
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # as the executor's CPU workers run
+    try:
+        for name in suite_names:
+            for variant in variants:
+                graph = suites.load(name, variant)
+                model, inputs, target, loss_fn = suites.registry.get(name, variant).build(variant)
+                module, _ = trace_program(model, inputs, target, loss_fn)
+                profile_ops(prof, kernel_calls(module, graph), device,
+                            save=lambda: prof.save(out), progress=progress)  # fmt: skip
+        if device.type == "cpu":
+            profile_copies(prof, device, lambda dst, src: dst.copy_(src))
+        else:
+            profile_copies(prof, device, lambda dst, src: dst.copy_(src, non_blocking=True))
+    finally:
+        torch.set_num_threads(threads)
+    base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
+    source = f"fitted to eagle-profile of {prof.meta['device']}, {prof.meta['date']}"
+    roofline, accuracy = fit_roofline(prof.ops, base, source)
+    latency, bandwidth = fit_link(prof.copies)
+    handoff = handoff_latency() if device.type == "cpu" else 0.0
+    overhead = 0.0
+    if device.type == "cpu" and "small" in variants:
+        overhead = _sequence_overhead(prof, roofline, suite_names)
+    prof.fit = {
+        "roofline": {
+            "peak_flops": roofline.peak_flops,
+            "mem_bandwidth": roofline.mem_bandwidth,
+            "launch_overhead": roofline.launch_overhead,
+            "efficiency": dict(roofline.efficiency),
+            "mem_efficiency": roofline.mem_efficiency,
+            "source": roofline.source,
+        },
+        "op_overhead": overhead,
+        "accuracy": [vars(a) for a in accuracy],
+        "link": {"latency": latency + handoff, "bandwidth": bandwidth,
+                 "copy_latency": latency, "handoff_latency": handoff},  # fmt: skip
+    }
+    prof.complete = True
+    prof.save(out)
+    return prof
+
+
+def _sequence_overhead(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
+    """Seconds per op that running a whole step adds to the ops' isolated times.
+
+    In a step each op reads data another op just wrote, allocates fresh outputs and
+    passes through the executor's worker loop; timed alone, an op repeats on warm inputs.
+    Measured here as (executor's single-worker step time - the profile's sum) / kernels,
+    pooled over the small suites, whose steps this machine can run.
+    """
+    cluster = Cluster.from_dict(
+        {"name": "one-worker", "devices": [{"name": "cpu0", "type": prof.device_type,
+         "memory": 1e12}], "links": {"default": {"bandwidth": 1e10, "latency": 0}}}  # fmt: skip
+    )
+    model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: prof.measured()})
+    extra, kernels = 0.0, 0
+    for name in suite_names:
+        graph, module, args = suites.program(name, "small")
+        predicted = model.op_times(graph)[:, 0]
+        runner = Executor(Program(module, args), graph, cluster, model)
+        step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=7)
+        extra += step.step_time - float(predicted.sum())
+        kernels += int(np.count_nonzero(predicted))
+    return max(0.0, extra / max(kernels, 1))
+
+
+def profile_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="eagle-profile",
+        description="Time every distinct kernel call of the suites on a device, fit the "
+        "device type's roofline and copy cost, and write a profile (resumable).",
+    )
+    p.add_argument("--device", required=True, help="cpu or cuda:N")
+    p.add_argument("--type", help="device type name (default: cpu-worker, or the GPU's name)")
+    p.add_argument("--suites", default=",".join(suites.names()), help="comma-separated")
+    p.add_argument("--variants", default="small,default", help="comma-separated")
+    p.add_argument("--out", type=Path, help="profile file (default: TYPE.json.gz here)")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        device = _profile_device(args.device)
+        device_type = args.type or _default_type(device)
+        names = [n for n in args.suites.split(",") if n]
+        variants = [v for v in args.variants.split(",") if v]
+        for n in names:
+            suites.registry.get(n, variants[0] if variants else "default")
+        bad = [v for v in variants if v not in suites.registry.VARIANTS]
+        if bad:
+            raise CliError(f"unknown variant(s) {bad}; variants: {list(suites.registry.VARIANTS)}")
+        out = args.out or Path(f"{device_type}.json.gz")
+        prof = profile(device, device_type, names, variants, out, not args.no_progress)
+    except (CliError, SimulatorError, suites.SuiteError) as e:
+        print(f"eagle-profile: error: {_first_line(e)}", file=sys.stderr)
+        return 2
+    fit = prof.fit
+    print(f"{out}: {len(prof.ops)} kernel signatures measured on {prof.meta['device']}"
+          f" ({len(prof.failed)} could not be re-created), {len(prof.copies)} copy sizes")  # fmt: skip
+    r = fit["roofline"]
+    print(f"fitted roofline: launch {r['launch_overhead'] * 1e6:.2f} us, peak "
+          f"{r['peak_flops'] / 1e9:.1f} GFLOP/s, memory {r['mem_bandwidth'] / 1e9:.1f} GB/s "
+          f"x {r['mem_efficiency']:.2f}; efficiency "
+          + ", ".join(f"{k} {v:.2f}" for k, v in r["efficiency"].items()))  # fmt: skip
+    print(f"executor overhead per op: {fit['op_overhead'] * 1e6:.2f} us; "
+          f"link: latency {fit['link']['latency'] * 1e6:.2f} us, "
+          f"bandwidth {fit['link']['bandwidth'] / 1e9:.1f} GB/s")
+    print("held-out accuracy of the fit (relative error):")
+    for a in fit["accuracy"]:
+        print(f"  {a['op_class']:<10} n={a['count']:<5} median {a['median_error']:.0%}"
+              f"  p90 {a['p90_error']:.0%}")
     return 0

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+import torch.fx
 
 from simulator import OpGraph
 from suites import capture as capture_module
@@ -100,3 +101,14 @@ def load(name: str, variant: str = "default", *, use_cache: bool = True) -> OpGr
     if use_cache:
         graph.save(path)
     return graph
+
+
+def program(name: str, variant: str = "default") -> tuple[OpGraph, torch.fx.GraphModule, list[Any]]:
+    """The suite's graph, its traced step and real input values (seeded as `load`'s), for
+    the real-hardware executor and the profiler: the traced nodes are named as the ops."""
+    graph = load(name, variant)
+    suite = get(name, variant)
+    torch.manual_seed(0)
+    model, inputs, target, loss_fn = suite.build(variant)
+    module, args = capture_module.trace_program(model, inputs, target, loss_fn)
+    return graph, module, args

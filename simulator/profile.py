@@ -1,0 +1,92 @@
+"""The profile file: what `eagle-profile` measured on one device type, and its fit.
+
+A tidy table of kernel times (signature, op type, FLOPs, bytes, device type, median and
+spread in seconds), copy times by size, metadata (device, host, software versions,
+date) and the fitted roofline and link constants, as JSON (`eagle-profile/1`, optionally
+gzipped). `complete` is false while `eagle-profile` is still measuring: the cost model
+refuses such a file. Kept free of torch so the cost model loads profiles cheaply.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import CostModelError
+
+FORMAT = "eagle-profile/1"
+
+
+@dataclass
+class Profile:
+    """Measured times of one device type (`ops` and `copies` are lists of row dicts)."""
+
+    device_type: str
+    meta: dict[str, Any]
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    copies: list[dict[str, Any]] = field(default_factory=list)
+    fit: dict[str, Any] = field(default_factory=dict)
+    complete: bool = False
+
+    def measured(self) -> dict[str, float]:
+        """Signature -> median seconds, for the cost model."""
+        return {row["signature"]: row["median_s"] for row in self.ops}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "device_type": self.device_type,
+            "complete": self.complete,
+            "meta": self.meta,
+            "ops": self.ops,
+            "failed": self.failed,
+            "copies": self.copies,
+            "fit": self.fit,
+        }
+
+    def save(self, path: Path) -> None:
+        """Write atomically (a temporary file renamed), gzipped if the name ends in .gz."""
+        text = json.dumps(self.to_dict(), indent=1)
+        tmp = path.with_name(path.name + ".tmp")
+        if path.name.endswith(".gz"):
+            with gzip.open(tmp, "wt", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path, *, allow_incomplete: bool = False) -> Profile:
+        try:
+            opener: Any = gzip.open if path.name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            raise CostModelError(f"cannot read profile {path}: {e}") from None
+        if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
+            found = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
+            raise CostModelError(
+                f"{path} is not a {FORMAT} profile (format: {found!r}); re-measure it with "
+                "eagle-profile"
+            )
+        profile = cls(
+            device_type=str(doc["device_type"]),
+            meta=dict(doc.get("meta", {})),
+            ops=list(doc.get("ops", [])),
+            failed=list(doc.get("failed", [])),
+            copies=list(doc.get("copies", [])),
+            fit=dict(doc.get("fit", {})),
+            complete=bool(doc.get("complete", False)),
+        )
+        if not profile.complete and not allow_incomplete:
+            raise CostModelError(
+                f"profile {path} is incomplete ({len(profile.ops)} ops measured so far); "
+                "rerun the eagle-profile command that made it to finish it"
+            )
+        return profile

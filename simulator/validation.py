@@ -1,0 +1,145 @@
+"""Validation: measure placements for real and compare with the simulator's predictions.
+
+`Validator.measure(placement)` runs the step with the executor and simulates it; a list
+of such points gives the fidelity numbers a report states (`fidelity`): the median
+absolute percentage error of the predicted step time, and how well the predictions rank
+the placements (Kendall's tau-b and Spearman's rho: a placer only needs the simulator
+to order placements right). `scatter` draws predicted against measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simulator.cluster import Cluster
+from simulator.cost_model import CostModel
+from simulator.engine import simulate
+from simulator.executor import Executor, Program
+from simulator.graph import OpGraph
+
+
+@dataclass(frozen=True)
+class Point:
+    """One placement, predicted and measured (seconds)."""
+
+    label: str
+    predicted: float
+    measured: float
+    valid: bool  # the simulator's verdict (memory, colocation)
+    spread: float  # max - min of the measured repeats
+    loss: float
+
+
+class Validator:
+    """Measures placements of one graph on one real cluster (see `simulator.executor`)."""
+
+    def __init__(
+        self,
+        graph: OpGraph,
+        program: Program,
+        cluster: Cluster,
+        cost_model: CostModel,
+        *,
+        warmup: int = 1,
+        repeats: int = 5,
+    ) -> None:
+        self.graph, self.cluster, self.cost_model = graph, cluster, cost_model
+        self.executor = Executor(program, graph, cluster, cost_model)
+        self.warmup, self.repeats = warmup, repeats
+
+    def measure(self, placement: npt.ArrayLike, label: str = "") -> Point:
+        place = np.asarray(placement)
+        sim = simulate(self.graph, place, self.cluster, self.cost_model)
+        real = self.executor.measure(place, warmup=self.warmup, repeats=self.repeats)
+        return Point(
+            label=label,
+            predicted=sim.step_time,
+            measured=real.step_time,
+            valid=sim.valid,
+            spread=max(real.step_times) - min(real.step_times),
+            loss=real.loss,
+        )
+
+
+def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    """Kendall's tau-b (ties counted as in the tau-b formula); nan for fewer than 2 points."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    i, j = np.triu_indices(len(a), k=1)
+    da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+    n0 = len(i)
+    ties_a, ties_b = int((da == 0).sum()), int((db == 0).sum())
+    denominator = np.sqrt(float(n0 - ties_a) * float(n0 - ties_b))
+    return float((da * db).sum() / denominator) if denominator > 0 else float("nan")
+
+
+def _ranks(v: Any) -> Any:
+    """Average ranks (ties share the mean of their positions), 1-based."""
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    sorted_v = v[order]
+    k = 0
+    while k < len(v):
+        m = k
+        while m + 1 < len(v) and sorted_v[m + 1] == sorted_v[k]:
+            m += 1
+        ranks[order[k : m + 1]] = (k + m) / 2 + 1
+        k = m + 1
+    return ranks
+
+
+def spearman_rho(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    """Spearman's rho: the correlation of the ranks."""
+    a, b = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
+    if len(a) < 2 or a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def fidelity(points: list[Point]) -> dict[str, float]:
+    """n, median absolute percentage error (a fraction), Kendall's tau, Spearman's rho."""
+    predicted = np.array([p.predicted for p in points])
+    measured = np.array([p.measured for p in points])
+    ape = np.abs(predicted - measured) / measured
+    return {
+        "n": len(points),
+        "median_ape": float(np.median(ape)),
+        "p90_ape": float(np.quantile(ape, 0.9)),
+        "kendall_tau": kendall_tau(predicted, measured),
+        "spearman_rho": spearman_rho(predicted, measured),
+    }
+
+
+def scatter(points: list[Point], path: Path, title: str) -> None:
+    """Predicted vs measured step time (ms), with the y = x line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    predicted = np.array([p.predicted for p in points]) * 1e3
+    measured = np.array([p.measured for p in points]) * 1e3
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.scatter(measured, predicted, s=22, color="tab:blue", zorder=3)
+    lo = 0.9 * min(predicted.min(), measured.min())
+    hi = 1.1 * max(predicted.max(), measured.max())
+    ax.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", label="y = x (perfect)")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured step time (ms)")
+    ax.set_ylabel("predicted step time (ms)")
+    stats = fidelity(points)
+    ax.set_title(
+        f"{title}\nmedian APE {stats['median_ape']:.1%}, Kendall tau {stats['kendall_tau']:.2f}, "
+        f"n = {len(points)}",
+        fontsize=10,
+    )
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
