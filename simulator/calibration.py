@@ -34,17 +34,16 @@ class FitAccuracy:
     p90_error: float
 
 
-def _rows_arrays(rows: Sequence[dict[str, Any]]) -> tuple[Any, Any, Any, list[str]]:
+def _features(rows: Sequence[dict[str, Any]]) -> tuple[Any, Any, list[str]]:
     flops = np.array([float(r["flops"]) for r in rows])
     nbytes = np.array([float(r["bytes"]) for r in rows])
-    seconds = np.array([float(r["median_s"]) for r in rows])
-    classes = [op_class(str(r["type"])) for r in rows]
-    return flops, nbytes, seconds, classes
+    return flops, nbytes, [op_class(str(r["type"])) for r in rows]
 
 
 def _fit(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Least-squares (log) fit: launch overhead, FLOP rate per class, byte rate."""
-    flops, nbytes, seconds, classes = _rows_arrays(rows)
+    flops, nbytes, classes = _features(rows)
+    seconds = np.array([float(r["median_s"]) for r in rows])
     keep = seconds > 0
     f = torch.tensor(flops[keep])
     b = torch.tensor(nbytes[keep])
@@ -72,9 +71,7 @@ def _fit(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "launch_overhead": float(log_launch.detach().exp()),
         "flop_rate": {
-            c: float(log_flop_rate[i].detach().exp())
-            for i, c in enumerate(OP_CLASSES)
-            if c in seen
+            c: float(log_flop_rate[i].detach().exp()) for i, c in enumerate(OP_CLASSES) if c in seen
         },
         "byte_rate": float(log_byte_rate.detach().exp()),
     }
@@ -101,7 +98,7 @@ def _roofline(fit: dict[str, Any], base: Roofline, source: str) -> Roofline:
 
 
 def predict(roofline: Roofline, rows: Sequence[dict[str, Any]]) -> Any:
-    flops, nbytes, _, classes = _rows_arrays(rows)
+    flops, nbytes, classes = _features(rows)
     eff = np.array([roofline.efficiency[c] for c in classes])
     work = np.maximum(
         flops / (roofline.peak_flops * eff),

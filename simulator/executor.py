@@ -34,6 +34,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,7 @@ class Executor:
             )
         self.output = next(n for n in nodes if n.op == "output")
         self.op_of, self.nodes_of, self.prelude = op_groups(program.module, graph)
-        self.main_node = {self.op_of[n]: n for n in self.op_of if n.name == graph.names[self.op_of[n]]}
+        self.main_node = {i: n for n, i in self.op_of.items() if n.name == graph.names[i]}
         self.reads: list[set[int]] = [set() for _ in range(graph.num_ops)]
         for node, i in self.op_of.items():
             for arg in node.all_input_nodes:
@@ -159,7 +160,9 @@ class Executor:
                         env[node] = call_node(node, env.__getitem__, device)
         return env
 
-    def _run_once(self, placement: IntArray, order: list[list[int]]) -> tuple[float, list[float], Any]:
+    def _run_once(
+        self, placement: IntArray, order: list[list[int]]
+    ) -> tuple[float, list[float], Any]:
         env: dict[torch.fx.Node, Any] = {}
         for d in range(len(self.devices)):
             env.update(self._inputs(placement, d))
@@ -186,7 +189,7 @@ class Executor:
 
             try:
                 stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-                with torch.no_grad(), (torch.cuda.stream(stream) if stream else _nothing()):
+                with torch.no_grad(), torch.cuda.stream(stream) if stream else nullcontext():
                     start.wait()
                     for i in order[d]:
                         for j in self.reads[i]:
@@ -324,7 +327,9 @@ class Executor:
             gc.disable()
             flags = shared.flags.numpy()
             device = self.devices[d]
-            sends = [[k for (j, dst), k in transfer.items() if j == i] for i in range(self.graph.num_ops)]
+            sends: list[list[int]] = [[] for _ in range(self.graph.num_ops)]
+            for (j, _), k in transfer.items():
+                sends[j].append(k)
             sends_to = {k: slots[key] for key, k in transfer.items()}
             steps = [  # per op: the copies to wait for, its nodes, the copies to make
                 (
@@ -491,14 +496,6 @@ def _first_node(value: Any) -> torch.fx.Node:
         if found is not None:
             return found
     raise ExecutorError("the program's output holds no node (expected the loss first)")
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _first_tensor(value: Any) -> torch.Tensor:

@@ -46,10 +46,7 @@ class KernelCall:
 
 def machine_meta(device: torch.device) -> dict[str, Any]:
     """Where and when a profile was measured."""
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        name = _cpu_name()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
     return {
         "device": f"{device} ({name})",
         "host": platform.node(),
@@ -147,10 +144,16 @@ def time_call(
 ) -> tuple[float, float, int]:
     """(median, interquartile spread, repeats) of `fn`'s time in seconds.
 
-    Repeats until `min_repeats` calls and `min_seconds` of timing, at most `max_repeats`.
-    CUDA calls are timed with CUDA events (kernel time, not launch time).
+    Repeats until `min_repeats` calls and `min_seconds` of timing, at most `max_repeats`;
+    a call slower than `min_seconds` is warmed up once and repeated 3 times (BERT-large's
+    biggest GEMMs take a second each on one CPU thread). CUDA calls are timed with CUDA
+    events (kernel time, not launch time).
     """
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    fn()
+    if time.perf_counter() - t0 > min_seconds:
+        warmup, min_repeats = 1, 3
+    for _ in range(warmup - 1):
         fn()
     times: list[float] = []
     spent = 0.0
@@ -252,7 +255,5 @@ def profile_copies(
         src = torch.empty(size, dtype=torch.uint8, device=device).random_()
         dst = torch.empty(size, dtype=torch.uint8, device=destination)
         median, spread, n = time_call(lambda: copy(dst, src), device)  # noqa: B023
-        profile.copies.append(
-            {"bytes": size, "median_s": median, "spread_s": spread, "repeats": n,
-             "src": str(device), "dst": str(destination)}  # fmt: skip
-        )
+        row = {"bytes": size, "median_s": median, "spread_s": spread, "repeats": n}
+        profile.copies.append({**row, "src": str(device), "dst": str(destination)})

@@ -172,7 +172,7 @@ def _step_arguments(
     model: nn.Module, opt: Optimizer
 ) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
     """Parameters, buffers and (zero) optimizer state: the step's first three arguments."""
-    params = dict(model.named_parameters())
+    params: dict[str, Tensor] = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     states = {
         f"{name}.{opt.kind}_state{i}": torch.zeros_like(p)

@@ -15,6 +15,7 @@ Every failure ends with one `eagle-...: error:` line naming what was wrong, exit
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import sys
@@ -32,7 +33,8 @@ from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, 
 from simulator.calibration import fit_link, fit_roofline
 from simulator.devices import DATASHEET, Roofline
 from simulator.executor import Executor, Program, handoff_latency
-from simulator.profiler import Profile, kernel_calls, machine_meta, profile_copies, profile_ops
+from simulator.profile import Profile
+from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
 from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture, trace_program
 from suites.expert import gpu_indices
 
@@ -235,28 +237,32 @@ def profile(
     threads = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(1)  # as the executor's CPU workers run
+    base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
+    handoff = overhead = 0.0
     try:
-        for name in suite_names:
-            for variant in variants:
+        # small variants first: the executor measurements below fork worker processes,
+        # which is quick while this process holds only small models
+        for variant in sorted(variants, key=lambda v: v != "small"):
+            for name in suite_names:
                 graph = suites.load(name, variant)
                 model, inputs, target, loss_fn = suites.registry.get(name, variant).build(variant)
                 module, _ = trace_program(model, inputs, target, loss_fn)
+                del model
                 profile_ops(prof, kernel_calls(module, graph), device,
                             save=lambda: prof.save(out), progress=progress)  # fmt: skip
+            if device.type == "cpu" and variant == "small":
+                gc.collect()
+                handoff = handoff_latency()
+                overhead = _sequence_overhead(prof, base, suite_names)
         if device.type == "cpu":
-            profile_copies(prof, device, lambda dst, src: dst.copy_(src))
+            profile_copies(prof, device, _copy)
         else:
-            profile_copies(prof, device, lambda dst, src: dst.copy_(src, non_blocking=True))
+            profile_copies(prof, device, _copy)
     finally:
         torch.set_num_threads(threads)
-    base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
     source = f"fitted to eagle-profile of {prof.meta['device']}, {prof.meta['date']}"
     roofline, accuracy = fit_roofline(prof.ops, base, source)
     latency, bandwidth = fit_link(prof.copies)
-    handoff = handoff_latency() if device.type == "cpu" else 0.0
-    overhead = 0.0
-    if device.type == "cpu" and "small" in variants:
-        overhead = _sequence_overhead(prof, roofline, suite_names)
     prof.fit = {
         "roofline": {
             "peak_flops": roofline.peak_flops,
@@ -268,12 +274,21 @@ def profile(
         },
         "op_overhead": overhead,
         "accuracy": [vars(a) for a in accuracy],
-        "link": {"latency": latency + handoff, "bandwidth": bandwidth,
-                 "copy_latency": latency, "handoff_latency": handoff},  # fmt: skip
+        "link": {
+            "latency": latency + handoff,
+            "bandwidth": bandwidth,
+            "copy_latency": latency,
+            "handoff_latency": handoff,
+        },
     }
     prof.complete = True
     prof.save(out)
     return prof
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """A copy as the executor makes one: into the destination's buffer."""
+    dst.copy_(src, non_blocking=dst.device.type == "cuda")
 
 
 def _sequence_overhead(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
@@ -281,23 +296,23 @@ def _sequence_overhead(prof: Profile, roofline: Roofline, suite_names: list[str]
 
     In a step each op reads data another op just wrote, allocates fresh outputs and
     passes through the executor's worker loop; timed alone, an op repeats on warm inputs.
-    Measured here as (executor's single-worker step time - the profile's sum) / kernels,
-    pooled over the small suites, whose steps this machine can run.
+    Measured here as (executor's single-worker step time - the profile's sum) / kernels
+    for each small suite (steps this machine can run), and the median over the suites,
+    so one suite measured in a slow minute does not set it.
     """
-    cluster = Cluster.from_dict(
-        {"name": "one-worker", "devices": [{"name": "cpu0", "type": prof.device_type,
-         "memory": 1e12}], "links": {"default": {"bandwidth": 1e10, "latency": 0}}}  # fmt: skip
-    )
+    device = {"name": "cpu0", "type": prof.device_type, "memory": 1e12}
+    links = {"default": {"bandwidth": 1e10, "latency": 0}}
+    cluster = Cluster.from_dict({"name": "one-worker", "devices": [device], "links": links})
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: prof.measured()})
-    extra, kernels = 0.0, 0
+    per_suite = []
     for name in suite_names:
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
         runner = Executor(Program(module, args), graph, cluster, model)
         step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=7)
-        extra += step.step_time - float(predicted.sum())
-        kernels += int(np.count_nonzero(predicted))
-    return max(0.0, extra / max(kernels, 1))
+        kernels = max(1, int(np.count_nonzero(predicted)))
+        per_suite.append((step.step_time - float(predicted.sum())) / kernels)
+    return max(0.0, float(np.median(per_suite)))
 
 
 def profile_main(argv: list[str] | None = None) -> int:
@@ -329,18 +344,24 @@ def profile_main(argv: list[str] | None = None) -> int:
         print(f"eagle-profile: error: {_first_line(e)}", file=sys.stderr)
         return 2
     fit = prof.fit
-    print(f"{out}: {len(prof.ops)} kernel signatures measured on {prof.meta['device']}"
-          f" ({len(prof.failed)} could not be re-created), {len(prof.copies)} copy sizes")  # fmt: skip
+    print(
+        f"{out}: {len(prof.ops)} kernel signatures measured on {prof.meta['device']} "
+        f"({len(prof.failed)} could not be re-created), {len(prof.copies)} copy sizes"
+    )
     r = fit["roofline"]
     print(f"fitted roofline: launch {r['launch_overhead'] * 1e6:.2f} us, peak "
           f"{r['peak_flops'] / 1e9:.1f} GFLOP/s, memory {r['mem_bandwidth'] / 1e9:.1f} GB/s "
           f"x {r['mem_efficiency']:.2f}; efficiency "
           + ", ".join(f"{k} {v:.2f}" for k, v in r["efficiency"].items()))  # fmt: skip
-    print(f"executor overhead per op: {fit['op_overhead'] * 1e6:.2f} us; "
-          f"link: latency {fit['link']['latency'] * 1e6:.2f} us, "
-          f"bandwidth {fit['link']['bandwidth'] / 1e9:.1f} GB/s")
+    print(
+        f"executor overhead per op: {fit['op_overhead'] * 1e6:.2f} us; "
+        f"link: latency {fit['link']['latency'] * 1e6:.2f} us, "
+        f"bandwidth {fit['link']['bandwidth'] / 1e9:.1f} GB/s"
+    )
     print("held-out accuracy of the fit (relative error):")
     for a in fit["accuracy"]:
-        print(f"  {a['op_class']:<10} n={a['count']:<5} median {a['median_error']:.0%}"
-              f"  p90 {a['p90_error']:.0%}")
+        print(
+            f"  {a['op_class']:<10} n={a['count']:<5} median {a['median_error']:.0%}"
+            f"  p90 {a['p90_error']:.0%}"
+        )
     return 0

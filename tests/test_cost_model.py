@@ -262,7 +262,7 @@ def test_op_times_refuses_another_cluster():
 
 
 def test_op_times_on_the_cpu_worker():
-    cost = CostModel.default(Cluster.load("cpu2"))
+    cost = CostModel.default(Cluster.load("cpu2"), profiles=[])  # the datasheet table only
     t = cost.op_times(_graph([MATMUL]))
     # cpu-worker: 55 GFLOP/s, matmul efficiency 1.0
     assert t.shape == (1, 2)
@@ -282,15 +282,20 @@ def test_transfer_time_equals_the_cluster_links():
     assert cost.link_latency is cluster.latency and cost.link_bandwidth is cluster.bandwidth
 
 
-@pytest.mark.parametrize("name", ["cpu2", "p100x4", "p100x8"])
-def test_provenance_of_builtins_is_the_datasheet(name):
+@pytest.mark.parametrize("name", ["p100x4", "p100x8"])
+def test_provenance_of_the_gpu_clusters_is_the_datasheet(name):
     cost = CostModel.default(Cluster.load(name))
     prov = cost.provenance()
     assert set(prov) == {d.type for d in cost.cluster.devices}
     for device_type, source in prov.items():
         assert source == DATASHEET[device_type].source
-    if name != "cpu2":
-        assert prov["p100"].startswith("datasheet")
-        assert prov["haswell-18c"].startswith("datasheet")
-    else:
-        assert prov == {"cpu-worker": DATASHEET["cpu-worker"].source}
+    assert prov["p100"].startswith("datasheet")
+    assert prov["haswell-18c"].startswith("datasheet")
+
+
+def test_cpu2_is_priced_by_the_shipped_measured_profile():
+    cost = CostModel.default(Cluster.load("cpu2"))
+    assert cost.provenance()["cpu-worker"].startswith("measured profile (cpu")
+    assert len(cost.measured["cpu-worker"]) > 1000  # every suite's signatures
+    fitted = cost.rooflines["cpu-worker"]
+    assert fitted.source.startswith("fitted to eagle-profile")

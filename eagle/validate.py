@@ -1,0 +1,164 @@
+"""`eagle-validate`: run placements for real and check the simulator's predictions.
+
+    eagle-validate suite=gnmt cluster=cpu2 n=20 [variant=small] [seed=0] [repeats=7]
+                   [placements=a.json,b.json] [out=results/fidelity/gnmt]
+
+The placements measured: every single device, the suite's expert placement, the
+non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
+`eagle-run` run's `placement.json`, say), and random placements up to `n`: each moves
+a random fraction (1% to 50%) of the placement units of a one-device placement to other
+devices, so the set spans from one device to many hand-offs. Each placement is measured
+`rounds` times, interleaved with the others, so the drift of a shared machine's speed
+spreads over all of them; its measured time is the median.
+
+Writes `points.csv` (placement, predicted, measured, ...), `scatter.png` and
+`summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`, the
+command, machine and cost-model provenance) to `out`.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+import suites
+from eagle import run_dir
+from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
+from eagle.problem import Problem
+from simulator import Cluster, CostModel, SimulatorError, placement_from_json
+from simulator.executor import Program
+from simulator.graph import IntArray
+from simulator.validation import Point, Validator, fidelity, scatter
+
+DEFAULTS: dict[str, str] = {
+    "suite": "gnmt",
+    "variant": "small",
+    "cluster": "cpu2",
+    "n": "20",
+    "seed": "0",
+    "repeats": "5",
+    "rounds": "3",
+    "placements": "",
+    "out": "",
+}
+
+
+class ValidateError(Exception):
+    """Bad arguments: printed as one line, exit status 2."""
+
+
+def parse(argv: list[str]) -> dict[str, str]:
+    args = dict(DEFAULTS)
+    for item in argv:
+        key, sep, value = item.partition("=")
+        if not sep or key not in DEFAULTS:
+            raise ValidateError(
+                f"expected key=value with key one of {', '.join(DEFAULTS)}; got {item!r}"
+            )
+        args[key] = value
+    return args
+
+
+def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[str, IntArray]:
+    """The placements to measure, by label (see the module docstring)."""
+    g, cluster = problem.graph, problem.cluster
+    out: dict[str, IntArray] = {}
+    for d, name in enumerate(cluster.device_names):
+        out[f"single:{name}"] = np.full(g.num_ops, d, dtype=np.int64)
+    if problem.is_builtin_suite:
+        out["expert"] = suites.expert_placement(problem.suite, g, cluster)
+    for label, cls in (("m_topo", MTopoPlacer), ("m_etf", METFPlacer), ("heft", HeftPlacer)):
+        batch = cls(problem, devices="all").ask()
+        if batch is not None:
+            out[label] = batch[0]
+    metis = MetisPlacer(problem, devices="all").ask()
+    if metis is not None:
+        out["metis"] = metis[-1]
+    for path in files:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        out[f"file:{path}"] = placement_from_json(doc, g, cluster)
+    rng = np.random.default_rng(seed)
+    units, num_units = problem.placement_units
+    k = 0
+    while len(out) < n:
+        fraction = float(np.exp(rng.uniform(np.log(0.01), np.log(0.5))))
+        base = int(rng.integers(cluster.num_devices))
+        moved = rng.random(num_units) < fraction
+        other = rng.integers(cluster.num_devices, size=num_units)
+        out[f"random:{fraction:.3f}:{k}"] = np.where(moved, other, base)[units]
+        k += 1
+    return out
+
+
+def validate(args: dict[str, str]) -> dict[str, Any]:
+    name, variant = args["suite"], args["variant"]
+    cluster = Cluster.load(args["cluster"])
+    cost_model = CostModel.default(cluster)
+    graph, module, values = suites.program(name, variant)
+    problem = Problem(name, graph, cluster, cost_model)
+    files = [Path(p) for p in args["placements"].split(",") if p]
+    chosen = candidates(problem, int(args["n"]), int(args["seed"]), files)
+    validator = Validator(graph, Program(module, values), cluster, cost_model,
+                          warmup=1, repeats=int(args["repeats"]))  # fmt: skip
+    rounds = int(args["rounds"])
+    samples: dict[str, list[Point]] = {label: [] for label in chosen}
+    with tqdm(total=rounds * len(chosen), desc=f"measuring {name}/{variant}", unit="run") as bar:
+        for _ in range(rounds):
+            for label, placement in chosen.items():
+                samples[label].append(validator.measure(placement, label))
+                bar.update(1)
+    points = [
+        Point(
+            label=label,
+            predicted=pts[0].predicted,
+            measured=float(np.median([p.measured for p in pts])),
+            valid=pts[0].valid,
+            spread=float(max(p.measured for p in pts) - min(p.measured for p in pts)),
+            loss=pts[0].loss,
+        )
+        for label, pts in samples.items()
+    ]
+    out = Path(args["out"] or f"results/fidelity/{name}")
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame([vars(p) for p in points])
+    frame["error"] = (frame.predicted - frame.measured) / frame.measured
+    run_dir.write_csv(out / "points.csv", frame)
+    scatter(points, out / "scatter.png", f"{name} ({variant}) on {cluster.name}")
+    summary = {
+        "suite": name,
+        "variant": variant,
+        "cluster": cluster.name,
+        **fidelity(points),
+        "command": "eagle-validate " + " ".join(f"{k}={v}" for k, v in args.items() if v),
+        "machine": f"{platform.node()} ({platform.machine()})",
+        "cost_model": cost_model.provenance(),
+        "losses_agree": len({round(p.loss, 6) for p in points}) == 1,
+    }
+    run_dir.write_json(out / "summary.json", summary)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+        summary = validate(args)
+    except (ValidateError, SimulatorError, suites.SuiteError, ValueError) as e:
+        print(f"eagle-validate: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"{summary['suite']} on {summary['cluster']}: n={summary['n']}, median APE "
+        f"{summary['median_ape']:.1%}, Kendall tau {summary['kendall_tau']:.2f}, Spearman rho "
+        f"{summary['spearman_rho']:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

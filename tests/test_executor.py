@@ -1,0 +1,122 @@
+"""The real-hardware executor on a tiny model: same loss under every placement, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn.functional import cross_entropy
+
+from simulator import Cluster, CostModel, simulate
+from simulator.executor import Executor, ExecutorError, Program, handoff_latency
+from suites.capture import capture, trace_program
+
+
+class Tiny(nn.Module):
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.norm = nn.LayerNorm(32)
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.drop(torch.relu(self.norm(self.fc1(x)))))
+
+
+def tiny_step(dropout: float):
+    torch.manual_seed(0)
+    model = Tiny(dropout)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    graph = capture(model, (x,), y, cross_entropy, name="tiny")
+    module, args = trace_program(model, (x,), y, cross_entropy)
+    return model, x, y, graph, Program(module, args)
+
+
+@pytest.fixture(scope="module")
+def cpu2():
+    cluster = Cluster.load("cpu2")
+    return cluster, CostModel.default(cluster)
+
+
+def placements(graph, seed=0):
+    rng = np.random.default_rng(seed)
+    n = graph.num_ops
+    return {
+        "cpu0": np.zeros(n, dtype=np.int64),
+        "cpu1": np.ones(n, dtype=np.int64),
+        "alternating": np.arange(n) % 2,
+        "random": rng.integers(0, 2, size=n),
+    }
+
+
+def test_placed_step_computes_the_models_own_loss(cpu2):
+    model, x, y, graph, program = tiny_step(dropout=0.0)
+    expected = cross_entropy(model(x), y).item()
+    ex = Executor(program, graph, *cpu2)
+    assert ex.reference_loss() == pytest.approx(expected, rel=1e-6)
+    for name, placement in placements(graph).items():
+        m = ex.measure(placement, warmup=0, repeats=2)
+        assert m.loss == pytest.approx(expected, rel=1e-6), name
+        assert len(m.step_times) == 2 and m.step_time > 0
+
+
+def test_dropout_gives_the_same_loss_whatever_the_placement(cpu2):
+    _, _, _, graph, program = tiny_step(dropout=0.5)
+    ex = Executor(program, graph, *cpu2)
+    reference = ex.reference_loss()
+    losses = {
+        name: ex.measure(p, warmup=0, repeats=1).loss for name, p in placements(graph).items()
+    }
+    assert set(losses.values()) == {reference}
+
+
+def test_busy_time_is_where_the_ops_are(cpu2):
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    m = Executor(program, graph, *cpu2).measure(np.zeros(graph.num_ops, int), repeats=2)
+    assert m.busy_time[0] > 0 and m.busy_time[1] == 0
+
+
+def test_thread_workers_agree(cpu2):
+    # the path CUDA devices take (a thread and a stream each), run here on CPU devices
+    _, _, _, graph, program = tiny_step(dropout=0.5)
+    ex = Executor(program, graph, *cpu2)
+    place = placements(graph)["alternating"]
+    times, _, loss = ex._run_threads(place, ex.order(place), runs=2)
+    assert loss == ex.reference_loss() and len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_ops_run_in_the_simulators_order(cpu2):
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    cluster, cost = cpu2
+    place = placements(graph)["random"]
+    start = simulate(graph, place, cluster, cost, trace=True).trace.op_start
+    for d, ops in enumerate(Executor(program, graph, cluster, cost).order(place)):
+        assert sorted(ops) == np.flatnonzero(place == d).tolist()
+        assert all(start[a] <= start[b] for a, b in itertools.pairwise(ops))
+
+
+def test_a_gpu_this_machine_lacks_is_a_clear_error():
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    cluster = Cluster.load("p100x4")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA devices")
+    with pytest.raises(ExecutorError, match=r"gpu0.*needs cuda:0.*0 CUDA device"):
+        Executor(program, graph, cluster, CostModel.default(cluster))
+
+
+def test_a_program_from_another_capture_is_refused(cpu2):
+    _, _, _, graph, _ = tiny_step(dropout=0.0)
+    torch.manual_seed(1)
+    other = nn.Sequential(nn.Linear(16, 4))
+    module, args = trace_program(other, (torch.randn(8, 16),), torch.zeros(8, dtype=torch.long),
+                                 cross_entropy)  # fmt: skip
+    with pytest.raises(ExecutorError, match="different captures"):
+        Executor(Program(module, args), graph, *cpu2)
+
+
+def test_handoff_latency_is_microseconds():
+    assert 0 < handoff_latency(rounds=200) < 1e-3

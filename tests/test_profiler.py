@@ -1,0 +1,101 @@
+"""The profiler: re-created kernel calls, resumable passes, the profile file, the CLI."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from simulator import Cluster, CostModel, CostModelError
+from simulator.profile import Profile
+from simulator.profiler import KernelCall, _random_like, kernel_calls, profile_ops
+from suites.cli import profile_main
+from tests.test_executor import tiny_step
+
+CPU = torch.device("cpu")
+
+
+def test_one_runnable_call_per_distinct_signature():
+    _, _, _, graph, program = tiny_step(dropout=0.5)
+    calls = kernel_calls(program.module, graph)
+    signatures = [c.signature for c in calls]
+    assert len(signatures) == len(set(signatures))
+    kernels = {s for s, t in zip(graph.signatures, (graph.op_type(i) for i in range(graph.num_ops)),
+                                 strict=True) if s is not None}  # fmt: skip
+    assert set(signatures) == kernels
+    for call in calls:
+        call.make(CPU)()  # runs on random inputs of the recorded layout
+
+
+def test_random_inputs_keep_expanded_strides():
+    fake = torch.empty(4, 1).expand(4, 8)  # stride 0 along the expanded dimension
+    made = _random_like(fake, CPU)
+    assert made.shape == (4, 8) and made.stride() == fake.stride()
+    assert torch.equal(made[:, 0], made[:, 7])
+
+
+def test_profile_resumes_and_records_failures(tmp_path):
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    calls = kernel_calls(program.module, graph)
+
+    def broken(device):
+        raise RuntimeError("cannot build")
+
+    bad = KernelCall("bad(sig)", "aten.bad", 0.0, 0.0, broken)
+    profile = Profile("cpu-worker", {})
+    profile_ops(profile, [*calls, bad], CPU, passes=1, progress=False)
+    assert {r["signature"] for r in profile.ops} == {c.signature for c in calls}
+    assert all(len(r["samples_s"]) == 1 for r in profile.ops)
+    assert profile.failed == [{"signature": "bad(sig)", "error": "RuntimeError: cannot build"}]
+    profile_ops(profile, [*calls, bad], CPU, passes=2, progress=False)  # one more pass
+    assert len(profile.ops) == len(calls)
+    for row in profile.ops:
+        assert len(row["samples_s"]) == 2 and row["median_s"] == np.median(row["samples_s"])
+
+
+def test_profile_file_round_trip_and_refusals(tmp_path):
+    profile = Profile("cpu-worker", {"device": "cpu"}, ops=[{"signature": "s", "median_s": 1.0}])
+    path = tmp_path / "p.json.gz"
+    profile.save(path)
+    with pytest.raises(CostModelError, match=r"incomplete.*rerun the eagle-profile"):
+        Profile.load(path)
+    assert Profile.load(path, allow_incomplete=True).measured() == {"s": 1.0}
+    with gzip.open(path, "wt") as f:
+        json.dump({"format": "eagle-profile/0"}, f)
+    with pytest.raises(CostModelError, match=r"not a eagle-profile/1 profile.*eagle-profile/0"):
+        Profile.load(path)
+
+
+@pytest.mark.parametrize(
+    "device, message",
+    [("cuda:0", "this machine has 0 CUDA device"), ("tpu", "unknown device 'tpu'")],
+)
+def test_cli_refuses_devices_it_cannot_use(device, message, capsys, tmp_path):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA devices")
+    out = tmp_path / "p.json.gz"
+    assert profile_main(["--device", device, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not out.exists()
+
+
+def test_cli_profiles_a_suite_and_the_cost_model_uses_it(cached_small_suites, tmp_path, capsys):
+    out = tmp_path / "cpu-worker.json.gz"
+    assert profile_main(["--device", "cpu", "--suites", "bert", "--variants", "small",
+                         "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+    profile = Profile.load(out)
+    assert profile.complete and profile.device_type == "cpu-worker"
+    assert {"roofline", "link", "op_overhead", "accuracy"} <= set(profile.fit)
+    assert profile.meta["suites"] == ["bert/small"] and profile.meta["torch"] == torch.__version__
+    cluster = Cluster.load("cpu2")
+    model = CostModel.default(cluster, profiles=[out])
+    assert model.provenance()["cpu-worker"].startswith("measured profile")
+    graph = cached_small_suites["bert"]
+    times = model.op_times(graph)[:, 0]
+    i = next(k for k, s in enumerate(graph.signatures) if s is not None)
+    expected = profile.measured()[graph.signatures[i]] + profile.fit["op_overhead"]
+    assert times[i] == pytest.approx(expected)
+    assert "held-out accuracy" in capsys.readouterr().out

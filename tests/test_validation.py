@@ -1,0 +1,48 @@
+"""Fidelity statistics by hand, and a validation point on a tiny model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simulator import Cluster, CostModel, simulate
+from simulator.validation import Point, Validator, fidelity, kendall_tau, scatter, spearman_rho
+from tests.test_executor import tiny_step
+
+
+def test_kendall_and_spearman_by_hand():
+    x, y = [1, 2, 3, 4, 5], [3, 1, 2, 5, 4]
+    # pairs: 7 concordant, 3 discordant -> (7 - 3) / 10
+    assert kendall_tau(x, y) == pytest.approx(0.4)
+    # rank differences -2, 1, 1, -1, 1: 1 - 6 * 8 / (5 * 24)
+    assert spearman_rho(x, y) == pytest.approx(0.6)
+    assert kendall_tau(x, x) == 1 and kendall_tau(x, x[::-1]) == -1
+    # a tie in x: tau-b = 2 / sqrt((3 - 1) * 3)
+    assert kendall_tau([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(6))
+    assert spearman_rho([1, 1, 2], [1, 2, 3]) == pytest.approx(
+        np.corrcoef([1.5, 1.5, 3], [1, 2, 3])[0, 1]
+    )
+
+
+def test_fidelity_numbers(tmp_path):
+    pairs = [(1.1, 1.0), (1.8, 2.0), (3.0, 3.0), (4.6, 4.0)]  # (predicted, measured)
+    points = [Point(str(k), p, m, True, 0.0, 1.0) for k, (p, m) in enumerate(pairs)]
+    stats = fidelity(points)
+    assert stats["n"] == 4
+    assert stats["median_ape"] == pytest.approx(np.median([0.1, 0.1, 0.0, 0.15]))
+    assert stats["kendall_tau"] == 1 and stats["spearman_rho"] == pytest.approx(1)
+    scatter(points, tmp_path / "s.png", "test")
+    assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_validator_measures_and_predicts():
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    cluster = Cluster.load("cpu2")
+    cost = CostModel.default(cluster)
+    place = np.arange(graph.num_ops) % 2
+    point = Validator(graph, program, cluster, cost, repeats=2).measure(place, "alt")
+    sim = simulate(graph, place, cluster, cost)
+    assert point.predicted == sim.step_time and point.valid == sim.valid  # split groups: not
+    assert point.measured > 0 and point.label == "alt"  # valid, but the executor runs it
