@@ -68,6 +68,7 @@ class Measurement:
     step_time: float  # median over repeats, seconds
     step_times: tuple[float, ...]  # every timed repeat
     busy_time: FloatArray  # [num_devices] median seconds of op execution per device
+    op_time: FloatArray  # [num_ops] median seconds of each op (with the copies it makes)
     loss: float
 
 
@@ -162,7 +163,7 @@ class Executor:
 
     def _run_once(
         self, placement: IntArray, order: list[list[int]]
-    ) -> tuple[float, list[float], Any]:
+    ) -> tuple[float, list[float], FloatArray, Any]:
         env: dict[torch.fx.Node, Any] = {}
         for d in range(len(self.devices)):
             env.update(self._inputs(placement, d))
@@ -172,6 +173,7 @@ class Executor:
             if not self.nodes_of[i]:
                 done[i].set()  # placeholders: their values are in place before the step
         busy = [0.0] * len(self.devices)
+        op_time = np.zeros(self.graph.num_ops)
         errors: list[BaseException] = []
         start = threading.Barrier(len(self.devices) + 1)
 
@@ -199,7 +201,8 @@ class Executor:
                             env[node] = self._call(node, fetch, device)
                         if stream is not None:
                             stream.synchronize()  # hand-offs wait for the kernel, not its launch
-                        busy[d] += time.perf_counter() - t0
+                        op_time[i] = time.perf_counter() - t0
+                        busy[d] += op_time[i]
                         done[i].set()
             except BaseException as e:  # surfaced by the caller; free the other workers
                 errors.append(e)
@@ -217,26 +220,27 @@ class Executor:
         if errors:
             raise errors[0]
         out = torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])
-        return elapsed, busy, out
+        return elapsed, busy, op_time, out
 
     def measure(self, placement: Any, *, warmup: int = 1, repeats: int = 5) -> Measurement:
         """Run the step `warmup + repeats` times with `placement`; median of the repeats."""
         place = check_placement(self.graph, self.cluster, placement)
         order = self.order(place)
         if all(d.type == "cpu" for d in self.devices):
-            times, busy, loss = self._run_processes(place, order, warmup + repeats)
+            times, busy, op_time, loss = self._run_processes(place, order, warmup + repeats)
         else:
-            times, busy, loss = self._run_threads(place, order, warmup + repeats)
+            times, busy, op_time, loss = self._run_threads(place, order, warmup + repeats)
         return Measurement(
             step_time=statistics.median(times[warmup:]),
             step_times=tuple(times[warmup:]),
             busy_time=np.median(np.asarray(busy[warmup:]), axis=0),
+            op_time=np.median(op_time[warmup:], axis=0),
             loss=loss,
         )
 
     def _run_threads(
         self, place: IntArray, order: list[list[int]], runs: int
-    ) -> tuple[list[float], list[list[float]], float]:
+    ) -> tuple[list[float], list[list[float]], FloatArray, float]:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         gc.disable()
@@ -245,8 +249,8 @@ class Executor:
         finally:
             gc.enable()
             torch.set_num_threads(threads)
-        loss = float(_first_tensor(done[-1][2]))
-        return [r[0] for r in done], [r[1] for r in done], loss
+        loss = float(_first_tensor(done[-1][3]))
+        return [r[0] for r in done], [r[1] for r in done], np.stack([r[2] for r in done]), loss
 
     # ---- CPU devices: one process each ---------------------------------------------
 
@@ -265,7 +269,7 @@ class Executor:
 
     def _run_processes(
         self, place: IntArray, order: list[list[int]], runs: int
-    ) -> tuple[list[float], list[list[float]], float]:
+    ) -> tuple[list[float], list[list[float]], FloatArray, float]:
         num = len(self.devices)
         transfer: dict[tuple[int, int], int] = {}  # (producer op, destination) -> index
         for i in range(self.graph.num_ops):
@@ -279,6 +283,7 @@ class Executor:
             starts=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             ends=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
+            op_time=torch.zeros(runs, self.graph.num_ops, dtype=torch.float64).share_memory_(),
             loss=torch.zeros(1, dtype=torch.float64).share_memory_(),
             barrier=context.Barrier(num + 1),  # the parent waits without using a core
             errors=context.SimpleQueue(),
@@ -306,7 +311,8 @@ class Executor:
                     w.kill()
         # from the first worker starting to the last one finishing
         times = (shared.ends.max(dim=1).values - shared.starts.min(dim=1).values).tolist()
-        return times, shared.busy.tolist(), float(shared.loss[0])
+        op_time = shared.op_time.numpy().copy()
+        return times, shared.busy.tolist(), op_time, float(shared.loss[0])
 
     def _process_worker(
         self,
@@ -367,7 +373,8 @@ class Executor:
                     env = Env(local)
                     fetch = env.__getitem__
                     busy = 0.0
-                    for waits, nodes, main, copies in steps:
+                    op_time = shared.op_time[r].numpy()
+                    for i, (waits, nodes, main, copies) in zip(order[d], steps, strict=True):
                         for k in waits:
                             while flags[k] < gen:
                                 os.sched_yield()  # spin, but let a starved process run
@@ -381,7 +388,8 @@ class Executor:
                                 for slot, leaf in zip(slot_list, leaves, strict=True):
                                     if slot is not None:
                                         slot.copy_(leaf)
-                        busy += time.perf_counter() - t0
+                        op_time[i] = time.perf_counter() - t0
+                        busy += op_time[i]
                         for k, _ in copies:
                             flags[k] = gen
                     shared.ends[r, d] = time.perf_counter()
@@ -483,6 +491,7 @@ class _Shared:
     starts: torch.Tensor  # [repeats, devices] perf_counter when each worker started
     ends: torch.Tensor  # [repeats, devices] perf_counter when each worker finished
     busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
+    op_time: torch.Tensor  # [repeats, ops] seconds of each op (with the copies it makes)
     loss: torch.Tensor  # [1]
     barrier: Any  # multiprocessing.Barrier: the parent and every worker, twice a repeat
     errors: Any  # multiprocessing.SimpleQueue of worker failures

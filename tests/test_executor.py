@@ -76,8 +76,11 @@ def test_dropout_gives_the_same_loss_whatever_the_placement(cpu2):
 
 def test_busy_time_is_where_the_ops_are(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.0)
-    m = Executor(program, graph, *cpu2).measure(np.zeros(graph.num_ops, int), repeats=2)
+    m = Executor(program, graph, *cpu2).measure(np.zeros(graph.num_ops, int), repeats=1)
     assert m.busy_time[0] > 0 and m.busy_time[1] == 0
+    assert m.op_time.sum() == pytest.approx(m.busy_time[0], rel=1e-9)  # one repeat: its ops
+    kernels = np.array([s is not None for s in graph.signatures])
+    assert (m.op_time[kernels] > 0).all() and (m.op_time[~kernels] == 0).all()
 
 
 def test_thread_workers_agree(cpu2):
@@ -85,7 +88,7 @@ def test_thread_workers_agree(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.5)
     ex = Executor(program, graph, *cpu2)
     place = placements(graph)["alternating"]
-    times, _, loss = ex._run_threads(place, ex.order(place), runs=2)
+    times, _, _, loss = ex._run_threads(place, ex.order(place), runs=2)
     assert loss == ex.reference_loss() and len(times) == 2 and all(t > 0 for t in times)
 
 
