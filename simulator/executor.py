@@ -194,6 +194,8 @@ class Executor:
                 with torch.no_grad(), torch.cuda.stream(stream) if stream else nullcontext():
                     start.wait()
                     for i in order[d]:
+                        if not self.nodes_of[i]:
+                            continue  # an input: in place before the step
                         for j in self.reads[i]:
                             done[j].wait()
                         t0 = time.perf_counter()
@@ -337,6 +339,7 @@ class Executor:
             for (j, _), k in transfer.items():
                 sends[j].append(k)
             sends_to = {k: slots[key] for key, k in transfer.items()}
+            work = [i for i in order[d] if self.nodes_of[i] or sends[i]]  # not bare inputs
             steps = [  # per op: the copies to wait for, its nodes, the copies to make
                 (
                     [transfer[(j, d)] for j in self.reads[i] if place[j] != d],
@@ -344,7 +347,7 @@ class Executor:
                     self.main_node[i],
                     [(k, sends_to[k]) for k in sends[i]],
                 )
-                for i in order[d]
+                for i in work
             ]
             local = self._inputs(place, d)
             executor, call = self, self._call
@@ -374,7 +377,7 @@ class Executor:
                     fetch = env.__getitem__
                     busy = 0.0
                     op_time = shared.op_time[r].numpy()
-                    for i, (waits, nodes, main, copies) in zip(order[d], steps, strict=True):
+                    for i, (waits, nodes, main, copies) in zip(work, steps, strict=True):
                         for k in waits:
                             while flags[k] < gen:
                                 os.sched_yield()  # spin, but let a starved process run
