@@ -256,12 +256,12 @@ class Executor:
 
     # ---- CPU devices: one process each ---------------------------------------------
 
-    def _slots(self, j: int) -> list[torch.Tensor | None]:
-        """Shared-memory buffers for op j's output (a tensor, or a tuple of them)."""
-        val = self.main_node[j].meta.get("val")
+    def _slots(self, node: torch.fx.Node) -> list[torch.Tensor | None]:
+        """Shared-memory buffers for a node's value (a tensor, or a tuple of them)."""
+        val = node.meta.get("val")
         leaves = [val] if isinstance(val, torch.Tensor) else val
         if not isinstance(leaves, list | tuple):
-            raise ExecutorError(f"op {self.graph.names[j]!r}: cannot copy an output of {val!r}")
+            raise ExecutorError(f"node {node.name!r}: cannot copy a value of {val!r}")
         return [
             torch.empty(tuple(v.shape), dtype=v.dtype).share_memory_()
             if isinstance(v, torch.Tensor)
@@ -273,12 +273,17 @@ class Executor:
         self, place: IntArray, order: list[list[int]], runs: int
     ) -> tuple[list[float], list[list[float]], FloatArray, float]:
         num = len(self.devices)
-        transfer: dict[tuple[int, int], int] = {}  # (producer op, destination) -> index
+        # What each device reads of another's ops: the very nodes (views included), so
+        # the reader re-derives nothing; one copy per (producer op, destination).
+        wanted: dict[tuple[int, int], dict[torch.fx.Node, None]] = {}
         for i in range(self.graph.num_ops):
-            for j in self.reads[i]:
-                if place[j] != place[i]:
-                    transfer.setdefault((j, int(place[i])), len(transfer))
-        slots = {key: self._slots(key[0]) for key in transfer}
+            for node in self.nodes_of[i]:
+                for arg in node.all_input_nodes:
+                    j = self.op_of[arg]
+                    if place[j] != place[i]:
+                        wanted.setdefault((j, int(place[i])), {})[arg] = None
+        transfer = {key: k for k, key in enumerate(wanted)}  # -> index
+        slots = {key: [(n, self._slots(n)) for n in nodes] for key, nodes in wanted.items()}
         context = multiprocessing.get_context("fork")
         shared = _Shared(
             flags=torch.zeros(max(1, len(transfer)), dtype=torch.int64).share_memory_(),
@@ -322,7 +327,7 @@ class Executor:
         place: IntArray,
         order: list[list[int]],
         transfer: dict[tuple[int, int], int],
-        slots: dict[tuple[int, int], list[torch.Tensor | None]],
+        slots: dict[tuple[int, int], list[tuple[torch.fx.Node, list[torch.Tensor | None]]]],
         shared: _Shared,
         runs: int,
     ) -> None:
@@ -344,27 +349,25 @@ class Executor:
                 (
                     [transfer[(j, d)] for j in self.reads[i] if place[j] != d],
                     self.nodes_of[i],
-                    self.main_node[i],
                     [(k, sends_to[k]) for k in sends[i]],
                 )
                 for i in work
             ]
             local = self._inputs(place, d)
-            executor, call = self, self._call
+            received = {  # another device's values, as their copies here
+                node: leaves[0] if isinstance(node.meta.get("val"), torch.Tensor) else leaves
+                for (_, dst), pairs in slots.items()
+                if dst == d
+                for node, leaves in pairs
+            }
+            call = self._call
             kernel_device = None if device.type == "cpu" else device
 
             class Env(dict[torch.fx.Node, Any]):
-                """This worker's values; another device's output is read from its copy."""
+                """This worker's values; another device's are read from their copies."""
 
                 def __missing__(self, node: torch.fx.Node) -> Any:
-                    j = executor.op_of[node]
-                    main = executor.main_node[j]
-                    if node is main:  # its producer copied it here
-                        leaves = slots[(j, d)]
-                        single = isinstance(main.meta.get("val"), torch.Tensor)
-                        value = leaves[0] if single else tuple(leaves)
-                    else:  # a view of another device's output: re-derive it here
-                        value = call(node, self.__getitem__, kernel_device)
+                    value = received[node]
                     self[node] = value
                     return value
 
@@ -377,18 +380,20 @@ class Executor:
                     fetch = env.__getitem__
                     busy = 0.0
                     op_time = shared.op_time[r].numpy()
-                    for i, (waits, nodes, main, copies) in zip(work, steps, strict=True):
+                    for i, (waits, nodes, copies) in zip(work, steps, strict=True):
                         for k in waits:
                             while flags[k] < gen:
                                 os.sched_yield()  # spin, but let a starved process run
                         t0 = time.perf_counter()
                         for node in nodes:
                             env[node] = call(node, fetch, kernel_device)
-                        if copies:
-                            value = env[main]
-                            leaves = [value] if isinstance(value, torch.Tensor) else list(value)
-                            for _, slot_list in copies:
-                                for slot, leaf in zip(slot_list, leaves, strict=True):
+                        for _, pairs in copies:
+                            for node, slot_list in pairs:
+                                value = env[node]
+                                if isinstance(value, torch.Tensor):
+                                    slot_list[0].copy_(value)  # type: ignore[union-attr]
+                                    continue
+                                for slot, leaf in zip(slot_list, value, strict=True):
                                     if slot is not None:
                                         slot.copy_(leaf)
                         op_time[i] = time.perf_counter() - t0
