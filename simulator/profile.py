@@ -35,8 +35,13 @@ class Profile:
     complete: bool = False
 
     def measured(self) -> dict[str, float]:
-        """Signature -> median seconds, for the cost model."""
-        return {row["signature"]: row["median_s"] for row in self.ops}
+        """Signature -> seconds, for the cost model: the op's time inside a step where one
+        was measured (`in_step_s`), else its isolated time plus the fitted overhead of
+        running in a step (`fit.op_overhead`)."""
+        overhead = float(self.fit.get("op_overhead", 0.0))
+        return {
+            row["signature"]: row.get("in_step_s", row["median_s"] + overhead) for row in self.ops
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -253,7 +253,7 @@ def profile(
             if device.type == "cpu" and variant == "small":
                 gc.collect()
                 handoff = handoff_latency()
-                overhead = _sequence_overhead(prof, base, suite_names)
+                overhead = _in_step_times(prof, base, suite_names)
         if device.type == "cpu":
             profile_copies(prof, device, _copy)
         else:
@@ -291,20 +291,25 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     dst.copy_(src, non_blocking=dst.device.type == "cuda")
 
 
-def _sequence_overhead(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
-    """Seconds per op that running a whole step adds to the ops' isolated times.
+def _in_step_times(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
+    """Time the ops inside whole steps, and return the per-op overhead of a step.
 
     In a step each op reads data another op just wrote, allocates fresh outputs and
-    passes through the executor's worker loop; timed alone, an op repeats on warm inputs.
-    Measured here as (executor's single-worker step time - the profile's sum) / kernels
-    for each small suite (steps this machine can run), and the median over the suites,
-    so one suite measured in a slow minute does not set it.
+    passes through the executor's worker loop; timed alone, an op repeats on warm inputs
+    and runs faster. For the small suites, whose steps this machine can run, the
+    executor runs each step on one worker and records every op's time: the median over
+    a signature's ops is its `in_step_s`, which the cost model prefers. Ops only timed
+    alone (the full-size suites) get the overhead returned here added: per small suite,
+    (single-worker step time - the isolated times' sum) / kernels; the median over the
+    suites, so one suite measured in a slow minute does not set it.
     """
     device = {"name": "cpu0", "type": prof.device_type, "memory": 1e12}
     links = {"default": {"bandwidth": 1e10, "latency": 0}}
     cluster = Cluster.from_dict({"name": "one-worker", "devices": [device], "links": links})
-    model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: prof.measured()})
+    isolated = {row["signature"]: row["median_s"] for row in prof.ops}
+    model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
+    samples: dict[str, list[float]] = {}
     for name in suite_names:
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
@@ -312,6 +317,12 @@ def _sequence_overhead(prof: Profile, roofline: Roofline, suite_names: list[str]
         step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=7)
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((step.step_time - float(predicted.sum())) / kernels)
+        for i, sig in enumerate(graph.signatures):
+            if sig is not None:
+                samples.setdefault(sig, []).append(float(step.op_time[i]))
+    for row in prof.ops:
+        if row["signature"] in samples:
+            row["in_step_s"] = float(np.median(samples[row["signature"]]))
     return max(0.0, float(np.median(per_suite)))
 
 
