@@ -83,7 +83,7 @@ class CostModel:
         used = {d.type for d in cluster.devices}
         paths = sorted(PROFILE_DIR.glob("*.json*")) if profiles is None else list(profiles)
         for path in paths:
-            profile = Profile.load(Path(path))
+            profile = _load_profile(Path(path))
             if profile.device_type in used:
                 measured[profile.device_type] = profile.measured()
                 rooflines[profile.device_type] = Roofline(**profile.fit["roofline"])
@@ -179,3 +179,16 @@ class CostModel:
             roofline = np.where(launches, start, 0.0) + np.maximum(compute, memory)
             column[todo] = roofline[todo]
         return column, PricedBy(n_override, n_measured, int(np.count_nonzero(todo)))
+
+
+_PROFILES: dict[tuple[Path, float], Profile] = {}
+
+
+def _load_profile(path: Path) -> Profile:
+    """Profiles are read once per process (and again if the file changes)."""
+    if not path.is_file():
+        raise CostModelError(f"profile {path} does not exist; measure it with eagle-profile")
+    key = (path.resolve(), path.stat().st_mtime)
+    if key not in _PROFILES:
+        _PROFILES[key] = Profile.load(path)
+    return _PROFILES[key]
