@@ -1,0 +1,33 @@
+"""eagle-validate: bad input is one line and exit 2; a small run writes its report."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from eagle.validate import main
+
+
+def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
+    assert main(["suite=bert", "n=x=3", "nonsense"]) == 2
+    assert "expected key=value" in capsys.readouterr().err
+    assert main(["suite=nope"]) == 2
+    assert "unknown suite 'nope'" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"no_such_op": "cpu0"}))
+    assert main(["suite=bert", f"placements={bad}", f"out={tmp_path / 'o'}"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown op 'no_such_op'" in err and "Traceback" not in err
+
+
+def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path):
+    out = tmp_path / "report"
+    args = ["suite=bert", "n=8", "rounds=1", "repeats=1", f"out={out}"]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"suite", "cluster", "n", "median_ape", "kendall_tau", "spearman_rho"} <= set(summary)
+    assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
+    points = pd.read_csv(out / "points.csv")
+    assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
+    assert (out / "scatter.png").stat().st_size > 1000
