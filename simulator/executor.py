@@ -221,8 +221,7 @@ class Executor:
         elapsed = time.perf_counter() - t0
         if errors:
             raise errors[0]
-        out = torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])
-        return elapsed, busy, op_time, out
+        return elapsed, busy, op_time, env[self.loss_node]
 
     def measure(self, placement: Any, *, warmup: int = 1, repeats: int = 5) -> Measurement:
         """Run the step `warmup + repeats` times with `placement`; median of the repeats."""
@@ -251,7 +250,7 @@ class Executor:
         finally:
             gc.enable()
             torch.set_num_threads(threads)
-        loss = float(_first_tensor(done[-1][3]))
+        loss = float(done[-1][3])
         return [r[0] for r in done], [r[1] for r in done], np.stack([r[2] for r in done]), loss
 
     # ---- CPU devices: one process each ---------------------------------------------
@@ -417,7 +416,7 @@ class Executor:
             for node in self.program.module.graph.nodes:
                 if node.op == "call_function":
                     env[node] = self._call(node, env.__getitem__, torch.device("cpu"))
-        return float(_first_tensor(torch.fx.node.map_arg(self.output.args[0], lambda n: env[n])))
+        return float(env[self.loss_node])
 
 
 def op_of_nodes(module: torch.fx.GraphModule, graph: OpGraph) -> dict[torch.fx.Node, int]:
@@ -506,23 +505,12 @@ class _Shared:
 
 
 def _first_node(value: Any) -> torch.fx.Node:
-    if isinstance(value, torch.fx.Node):
-        return value
-    for item in value:
-        found = _first_node(item)
-        if found is not None:
-            return found
-    raise ExecutorError("the program's output holds no node (expected the loss first)")
-
-
-def _first_tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value
-    for item in value:
-        found = _first_tensor(item)
-        if found is not None:
-            return found
-    raise ExecutorError("the program's output holds no tensor (expected the loss first)")
+    """The loss: the first node of the step's (nested) outputs."""
+    while isinstance(value, list | tuple) and value:
+        value = value[0]
+    if not isinstance(value, torch.fx.Node):
+        raise ExecutorError("the program's first output is not a node (expected the loss)")
+    return value
 
 
 def handoff_latency(rounds: int = 2000) -> float:
