@@ -12,9 +12,10 @@ folded into. Given a placement:
   kernels. Threads in one interpreter would share its lock: two threads running the
   small suites' microsecond ops ran slower together than one alone (16x16 matmuls: 0.54x
   the speed of one thread; GNMT-small split over two threads: 56 ms vs 34 ms on one), so
-  devices that the simulator treats as independent would not be. An op's output needed
-  on another device is copied by its producer into shared memory once per destination
-  (the simulator's copy), and the consumer waits for it;
+  devices that the simulator treats as independent would not be. The values another
+  device reads of an op (its output, or views of it) are copied by the producer into
+  shared memory once per destination (the simulator's copy), and the reader waits for
+  them;
 - with CUDA devices, each device is a thread with its own stream and tensors move with
   `.to(device)`;
 - random ops (dropout) reseed the generator from their node's index under a lock, so
@@ -106,9 +107,8 @@ class Executor:
             raise ExecutorError(
                 f"program has {len(self.placeholders)} inputs but {len(program.args)} values"
             )
-        self.output = next(n for n in nodes if n.op == "output")
+        output = next(n for n in nodes if n.op == "output")
         self.op_of, self.nodes_of, self.prelude = op_groups(program.module, graph)
-        self.main_node = {i: n for n, i in self.op_of.items() if n.name == graph.names[i]}
         self.reads: list[set[int]] = [set() for _ in range(graph.num_ops)]
         for node, i in self.op_of.items():
             for arg in node.all_input_nodes:
@@ -121,7 +121,7 @@ class Executor:
             and torch.Tag.nondeterministic_seeded in node.target.tags
         }
         self.index = {node: k for k, node in enumerate(nodes)}
-        self.loss_node = _first_node(self.output.args[0])
+        self.loss_node = _first_node(output.args[0])
         self._rng_lock = threading.Lock()
 
     def order(self, placement: IntArray) -> list[list[int]]:
