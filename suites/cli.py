@@ -254,10 +254,8 @@ def profile(
                 gc.collect()
                 handoff = handoff_latency()
                 overhead = _in_step_times(prof, base, suite_names)
-        if device.type == "cpu":
-            profile_copies(prof, device, _copy)
-        else:
-            profile_copies(prof, device, _copy)
+        # CPU workers hand off through shared memory; a GPU's link is the one to the host
+        profile_copies(prof, device, _copy, destination=torch.device("cpu"))
     finally:
         torch.set_num_threads(threads)
     source = f"fitted to eagle-profile of {prof.meta['device']}, {prof.meta['date']}"
@@ -288,7 +286,7 @@ def profile(
 
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     """A copy as the executor makes one: into the destination's buffer."""
-    dst.copy_(src, non_blocking=dst.device.type == "cuda")
+    dst.copy_(src)
 
 
 def _in_step_times(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
