@@ -74,6 +74,9 @@ def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     """Run one search and write its outputs to `out_dir`; returns the summary."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not cfg.resume:  # afresh: no old result may outlive this run's failure
+        for name in (run_dir.CHECKPOINT, run_dir.SUMMARY, run_dir.PLACEMENT, run_dir.METRICS):
+            (out_dir / name).unlink(missing_ok=True)
     who = identity(cfg)
     run_dir.write_text(out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
     graph = build(cfg.suite)
@@ -83,8 +86,6 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     placer = make_placer(cfg.agent, problem, who["seed"])
 
     checkpoint = out_dir / run_dir.CHECKPOINT
-    if not cfg.resume:
-        checkpoint.unlink(missing_ok=True)
     meta = {
         **who,
         "agent_config": OmegaConf.to_yaml(cfg.agent, resolve=True),

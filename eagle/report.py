@@ -82,7 +82,7 @@ def table(records: list[run_dir.RunRecord]) -> pd.DataFrame:
         fails = [
             e for e in failed if (e["suite"], e["cluster"], e["agent"]) == (suite, cluster, placer)
         ]
-        valid = mine[mine.best_valid]
+        valid = mine.loc[mine.best_valid.astype(bool)]  # .loc: also when no run finished
         times = valid.best_step_time.to_numpy(dtype=float)
         bound = float(mine.lower_bound.iloc[0]) if len(mine) else math.nan
         mean = float(times.mean()) if len(times) else math.nan

@@ -97,9 +97,9 @@ class Evaluator:
                     bool(result.valid[k]),
                     result.reasons[k],
                 )
-            while len(self._memo) > self.capacity:
-                del self._memo[next(iter(self._memo))]
         found = [self._memo[key] for key in keys]
+        while len(self._memo) > self.capacity:  # after the lookups: this batch is in it
+            del self._memo[next(iter(self._memo))]
         return Evaluation(
             step_time=np.array([f[0] for f in found]),
             valid=np.array([f[1] for f in found], dtype=bool),
@@ -241,6 +241,8 @@ def search(
     end, and when Ctrl-C stops the run (which then raises KeyboardInterrupt).
     `on_iteration` sees the state after every iteration (tests use it to interrupt).
     """
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     meta = checkpoint_meta or {}
     evaluator = Evaluator(problem)
     state = SearchState()

@@ -35,7 +35,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,13 +208,15 @@ class Executor:
                         done[i].set()
             except BaseException as e:  # surfaced by the caller; free the other workers
                 errors.append(e)
+                start.abort()
                 for event in done:
                     event.set()
 
         threads = [threading.Thread(target=worker, args=(d,)) for d in range(len(self.devices))]
         for t in threads:
             t.start()
-        start.wait()
+        with suppress(threading.BrokenBarrierError):  # a worker failed first: raised below
+            start.wait()
         t0 = time.perf_counter()
         for t in threads:
             t.join()
@@ -540,6 +542,8 @@ def handoff_latency(rounds: int = 2000) -> float:
         p.start()
     for p in players:
         p.join(timeout=60)
+        if p.is_alive():
+            p.kill()
     if any(p.exitcode != 0 for p in players):
         raise ExecutorError("the hand-off measurement's worker processes failed")
     return float(flags[2])

@@ -149,8 +149,12 @@ def time_call(
     biggest GEMMs take a second each on one CPU thread). CUDA calls are timed with CUDA
     events (kernel time, not launch time).
     """
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # events record on the current device's stream
     t0 = time.perf_counter()
     fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the kernel's time, not its launch's
     if time.perf_counter() - t0 > min_seconds:
         warmup, min_repeats = 1, 3
     for _ in range(warmup - 1):
@@ -196,41 +200,47 @@ def profile_ops(
     calls = [c for c in calls if c.signature not in failed]
     last = time.monotonic()
     total = sum(max(0, passes - len(rows.get(c.signature, {}).get("samples_s", []))) for c in calls)
-    with torch.no_grad(), tqdm(total=total, desc=f"profiling {device}", unit="op",
-                                disable=not progress) as bar:  # fmt: skip
-        for sweep in range(passes):
-            for call in calls:
-                row = rows.get(call.signature)
-                if row is not None and len(row["samples_s"]) > sweep:
-                    continue
-                try:
-                    median, spread, n = time_call(call.make(device), device)
-                except Exception as e:  # random inputs cannot drive it: the roofline prices it
-                    error = f"{type(e).__name__}: {e}"
-                    profile.failed.append({"signature": call.signature, "error": error})
-                    failed.add(call.signature)
-                    continue
-                if row is None:
-                    row = rows[call.signature] = {
-                        "signature": call.signature,
-                        "type": call.op_type,
-                        "flops": call.flops,
-                        "bytes": call.bytes,
-                        "device_type": profile.device_type,
-                        "samples_s": [],
-                        "spreads_s": [],
-                        "repeats": 0,
-                    }
-                    profile.ops.append(row)
-                row["samples_s"].append(median)
-                row["spreads_s"].append(spread)
-                row["repeats"] += n
-                row["median_s"] = statistics.median(row["samples_s"])
-                row["spread_s"] = statistics.median(row["spreads_s"])
-                bar.update(1)
-                if time.monotonic() - last > save_every:
-                    save()
-                    last = time.monotonic()
+    try:
+        with torch.no_grad(), tqdm(total=total, desc=f"profiling {device}", unit="op",
+                                    disable=not progress) as bar:  # fmt: skip
+            for sweep in range(passes):
+                for call in calls:
+                    row = rows.get(call.signature)
+                    if row is not None and len(row["samples_s"]) > sweep:
+                        continue
+                    try:
+                        median, spread, n = time_call(call.make(device), device)
+                    except Exception as e:  # random inputs cannot drive it: the roofline prices it
+                        error = f"{type(e).__name__}: {e}"
+                        profile.failed.append({"signature": call.signature, "error": error})
+                        failed.add(call.signature)
+                        continue
+                    if row is None:
+                        row = rows[call.signature] = {
+                            "signature": call.signature,
+                            "type": call.op_type,
+                            "flops": call.flops,
+                            "bytes": call.bytes,
+                            "device_type": profile.device_type,
+                            "samples_s": [],
+                            "spreads_s": [],
+                            "repeats": 0,
+                        }
+                        profile.ops.append(row)
+                    row["samples_s"].append(median)
+                    row["spreads_s"].append(spread)
+                    row["repeats"] += n
+                    row["median_s"] = statistics.median(row["samples_s"])
+                    row["spread_s"] = statistics.median(row["spreads_s"])
+                    bar.update(1)
+                    if time.monotonic() - last > save_every:
+                        save()
+                        last = time.monotonic()
+    except KeyboardInterrupt:
+        for row in profile.ops:  # a row the interrupt caught half-updated
+            row["median_s"] = statistics.median(row["samples_s"])
+        save()
+        raise
     profile.ops = [row for row in profile.ops if row["signature"] not in failed]
     save()
 
@@ -248,9 +258,9 @@ def profile_copies(
 ) -> None:
     """Time `copy(dst, src)` of `sizes` bytes from `device` to `destination`."""
     destination = destination or device
-    done = {row["bytes"] for row in profile.copies}
+    done = {(row["bytes"], row["src"], row["dst"]) for row in profile.copies}
     for size in sizes:
-        if size in done:
+        if (size, str(device), str(destination)) in done:
             continue
         src = torch.empty(size, dtype=torch.uint8, device=device).random_()
         dst = torch.empty(size, dtype=torch.uint8, device=destination)

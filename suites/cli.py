@@ -348,8 +348,13 @@ def profile_main(argv: list[str] | None = None) -> int:
         if bad:
             raise CliError(f"unknown variant(s) {bad}; variants: {list(suites.registry.VARIANTS)}")
         out = args.out or Path(f"{device_type}.json.gz")
+        if not out.parent.is_dir():
+            raise CliError(f"--out {out}: directory {out.parent} does not exist")
         prof = profile(device, device_type, names, variants, out, not args.no_progress)
-    except (CliError, SimulatorError, suites.SuiteError) as e:
+    except KeyboardInterrupt:
+        print("eagle-profile: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except (CliError, SimulatorError, suites.SuiteError, OSError) as e:
         print(f"eagle-profile: error: {_first_line(e)}", file=sys.stderr)
         return 2
     fit = prof.fit

@@ -168,3 +168,13 @@ def test_ctrl_c_exits_130_leaving_a_checkpoint_that_a_rerun_resumes(user_graph, 
 def test_graph_files_are_written_atomically(tmp_path):
     run_dir.write_json(tmp_path / "a.json", {"x": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary left behind
+
+
+def test_resume_false_clears_the_old_result(cached_small_suites, tmp_path):
+    c = cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=64")
+    run(c, tmp_path)
+    cached_small_suites["bert"].save(tmp_path / "g.json.gz")
+    with pytest.raises(PlacerError):  # a fresh run that fails leaves no stale summary behind
+        run(cfg("agent=expert", "suite=bert", "suite.variant=small", "resume=false",
+                "suite.path=" + str(tmp_path / "g.json.gz")), tmp_path)  # fmt: skip
+    assert not (tmp_path / "summary.json").exists()

@@ -102,3 +102,9 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(cached_small_suites, tm
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
+
+
+def test_cli_refuses_an_output_dir_that_does_not_exist(tmp_path, capsys):
+    out = tmp_path / "missing" / "p.json.gz"
+    assert profile_main(["--device", "cpu", "--out", str(out)]) == 2
+    assert "directory" in capsys.readouterr().err and not out.exists()

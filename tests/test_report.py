@@ -86,3 +86,13 @@ def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
     empty.mkdir()
     assert report.main([str(empty)]) == 1
     assert "no finished runs" in capsys.readouterr().err
+
+
+def test_a_sweep_where_every_run_failed_is_tabulated(tmp_path):
+    failed = tmp_path / "gnmt__expert__p100x4__0"
+    failed.mkdir()
+    (failed / "error.json").write_text(json.dumps(
+        {"suite": "gnmt", "agent": "expert", "cluster": "p100x4", "seed": 0,
+         "error": "PlacerError: nope"}))  # fmt: skip
+    t = report.table(run_dir.scan([tmp_path])[0])
+    assert t.status.tolist() == ["failed: PlacerError: nope"]

@@ -150,3 +150,19 @@ def test_budget_is_checked():
         Budget(samples=0)
     with pytest.raises(ValueError, match="positive"):
         Budget(samples=1, seconds=0)
+
+
+def test_a_full_memo_still_answers_the_batch_that_overflows_it():
+    from eagle.search import Evaluator
+
+    g = graph([{"name": "a", "t": 1}, {"name": "b", "t": 2}], [])
+    evaluator = Evaluator(problem(g, unit_cluster(2)), capacity=2)
+    evaluator(np.array([[0, 0], [0, 1]]))
+    # [0, 0] is remembered, [1, 0] is new: storing it evicts [0, 0] mid-batch
+    result = evaluator(np.array([[0, 0], [1, 0]]))
+    assert result.step_time.tolist() == [3, 2] and evaluator.sim_calls == 3
+
+
+def test_checkpoint_interval_is_checked(toy):
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        run_random(toy, checkpoint_every=0)
