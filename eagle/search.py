@@ -129,19 +129,15 @@ class SearchState:
 
     def offer(self, placements: IntArray, evaluation: Evaluation) -> None:
         """Keep the best of the batch if it beats the best so far (valid beats invalid)."""
-        for want_valid in (True, False):
-            mask = evaluation.valid if want_valid else ~evaluation.valid
-            if not mask.any() or (self.best_valid and not want_valid):
-                continue
-            times = np.where(mask, evaluation.step_time, np.inf)
-            b = int(np.argmin(times))  # first of equals: the earlier sample wins ties
-            better_kind = want_valid and not self.best_valid
-            if better_kind or times[b] < self.best_step_time:
-                self.best_step_time = float(times[b])
-                self.best_valid = want_valid
-                self.best_reason = evaluation.reasons[b]
-                self.best_placement = placements[b].copy()
-            return
+        pool = evaluation.valid if evaluation.valid.any() else np.ones_like(evaluation.valid)
+        times = np.where(pool, evaluation.step_time, np.inf)
+        b = int(np.argmin(times))  # first of equals: the earlier sample wins ties
+        valid = bool(evaluation.valid[b])
+        if (valid, -times[b]) > (self.best_valid, -self.best_step_time):
+            self.best_step_time = float(times[b])
+            self.best_valid = valid
+            self.best_reason = evaluation.reasons[b]
+            self.best_placement = placements[b].copy()
 
 
 @dataclass(frozen=True)

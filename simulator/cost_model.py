@@ -49,6 +49,7 @@ class CostModel:
         rooflines: Mapping[str, Roofline],
         measured: Mapping[str, Mapping[str, float]] | None = None,
         op_overhead: Mapping[str, float] | None = None,
+        sources: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.rooflines = dict(rooflines)
@@ -65,7 +66,7 @@ class CostModel:
         self.link_latency: FloatArray = cluster.latency
         self.link_bandwidth: FloatArray = cluster.bandwidth
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
-        self.sources: dict[str, str] = {}  # device type -> which profile measured it
+        self.sources = dict(sources or {})  # device type -> which profile measured it
 
     @classmethod
     def default(cls, cluster: Cluster, profiles: Iterable[Path] | None = None) -> CostModel:
@@ -91,9 +92,7 @@ class CostModel:
                 sources[profile.device_type] = (
                     f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
                 )
-        model = cls(cluster, rooflines, measured, overhead)
-        model.sources = sources
-        return model
+        return cls(cluster, rooflines, measured, overhead, sources)
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""
@@ -152,8 +151,7 @@ class CostModel:
         n_override = int(np.count_nonzero(~np.isnan(column)))
         n_measured = 0
         table = self.measured.get(device_type, {})
-        overhead = self.op_overhead.get(device_type, 0.0)  # roofline-priced ops only: a
-        if table:  # profile's measured times already hold it (Profile.measured)
+        if table:
             for i, sig in enumerate(graph.signatures):
                 if sig is not None and np.isnan(column[i]) and sig in table:
                     column[i] = table[sig]
@@ -175,7 +173,8 @@ class CostModel:
             # An op that reads and writes nothing (a parameter or input placeholder)
             # launches no kernel and costs nothing.
             launches = (graph.flops > 0) | (graph.bytes > 0)
-            start = roof.launch_overhead + overhead
+            # a profile's measured times already hold the step overhead (Profile.measured)
+            start = roof.launch_overhead + self.op_overhead.get(device_type, 0.0)
             roofline = np.where(launches, start, 0.0) + np.maximum(compute, memory)
             column[todo] = roofline[todo]
         return column, PricedBy(n_override, n_measured, int(np.count_nonzero(todo)))
