@@ -5,11 +5,13 @@
 
 The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
-`eagle-run` run's `placement.json`, say), and random placements up to `n`: each moves
-a random fraction (1% to 50%) of the placement units of a one-device placement to other
-devices, so the set spans from one device to many hand-offs. Each placement is measured
-`rounds` times, interleaved with the others, so the drift of a shared machine's speed
-spreads over all of them; its measured time is the median.
+`eagle-run` run's `placement.json`, say), then up to `n` in all: placements that deal
+chunks of the op order to the devices in turn (chunk sizes from half the graph down to
+one op, by factors of 4), and random placements: each moves a random fraction (5% to
+50%) of the placement units of a one-device placement to other devices. The set spans
+from one device to a hand-off after every op. Each placement is measured `rounds`
+times, interleaved with the others, so the drift of a shared machine's speed spreads
+over all of them; its measured time is the median.
 
 Writes `points.csv` (placement, predicted, measured, ...), `scatter.png` and
 `summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`, the
@@ -84,11 +86,20 @@ def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[s
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
         out[f"file:{path}"] = placement_from_json(doc, g, cluster)
-    rng = np.random.default_rng(seed)
     units, num_units = problem.placement_units
+    # Chunks of the op order dealt round-robin to the devices: from few hand-offs (big
+    # chunks) to one every op (chunk 1), the placements a random start of a search sees.
+    chunk = max(1, g.num_ops // 2)
+    while chunk >= 1 and len(out) < n:
+        dealt = (np.arange(g.num_ops) // chunk) % cluster.num_devices
+        first = np.full(num_units, -1)
+        first[units[::-1]] = np.arange(g.num_ops)[::-1]  # each unit's first op
+        out[f"chunks:{chunk}"] = dealt[first][units]
+        chunk //= 4
+    rng = np.random.default_rng(seed)
     k = 0
     while len(out) < n:
-        fraction = float(np.exp(rng.uniform(np.log(0.01), np.log(0.5))))
+        fraction = float(np.exp(rng.uniform(np.log(0.05), np.log(0.5))))
         base = int(rng.integers(cluster.num_devices))
         moved = rng.random(num_units) < fraction
         other = rng.integers(cluster.num_devices, size=num_units)

@@ -3,6 +3,9 @@
 Loaded from YAML (a path, or the name of a built-in in `simulator/clusters/`), in the
 format of DESIGN.md ("Cluster"). Every link is a directed pair with a latency (alpha,
 seconds) and a bandwidth (beta^-1, bytes/s); `links.default` covers unlisted pairs.
+A link may say `by_sender: true`: the sending device does the copy itself (a CPU's
+memcpy, no copy engine), so the copy occupies the sender instead of running beside its
+compute (`simulator.engine`, rule 3 as extended there). Default false, DESIGN.md's rule.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
 """
@@ -23,7 +26,7 @@ import yaml
 
 from simulator.devices import Roofline
 from simulator.errors import ClusterError
-from simulator.graph import FloatArray
+from simulator.graph import BoolArray, FloatArray
 
 
 class _Loader(yaml.SafeLoader):
@@ -65,6 +68,7 @@ class Cluster:
     devices: tuple[Device, ...]
     latency: FloatArray  # [D, D] seconds; diagonal 0 (same device: no copy)
     bandwidth: FloatArray  # [D, D] bytes/s; diagonal inf
+    by_sender: BoolArray  # [D, D] the sending device does the copy itself; diagonal False
     device_types: Mapping[str, Roofline]
     source: str
 
@@ -111,18 +115,19 @@ class Cluster:
             raise ClusterError("a cluster spec must be a mapping with 'devices' and 'links'")
         devices = _parse_devices(doc.get("devices"))
         index = {d.name: i for i, d in enumerate(devices)}
-        latency, bandwidth = _parse_links(doc.get("links"), index)
+        latency, bandwidth, by_sender = _parse_links(doc.get("links"), index)
         raw_types = doc.get("device_types") or {}
         if not isinstance(raw_types, Mapping):
             raise ClusterError("'device_types' must map a type name to roofline constants")
         types = {str(k): Roofline.from_dict(str(k), v) for k, v in raw_types.items()}
-        latency.setflags(write=False)
-        bandwidth.setflags(write=False)
+        for array in (latency, bandwidth, by_sender):
+            array.setflags(write=False)
         return cls(
             name=str(doc.get("name", "cluster")),
             devices=devices,
             latency=latency,
             bandwidth=bandwidth,
+            by_sender=by_sender,
             device_types=types,
             source=source,
         )
@@ -178,17 +183,21 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
     return tuple(devices)
 
 
-def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatArray]:
+def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatArray, BoolArray]:
     n = len(index)
     latency = np.full((n, n), np.nan)
     bandwidth = np.full((n, n), np.nan)
+    by_sender = np.zeros((n, n), dtype=bool)
     raw = raw or {}
     if not isinstance(raw, Mapping):
         raise ClusterError("'links' must be a mapping with 'default' and/or 'pairs'")
 
-    def parse(link: Any, what: str) -> tuple[float, float]:
+    def parse(link: Any, what: str) -> tuple[float, float, bool]:
         if not isinstance(link, Mapping) or not {"bandwidth", "latency"} <= link.keys():
             raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
+        sender = link.get("by_sender", False)
+        if not isinstance(sender, bool):
+            raise ClusterError(f"{what} by_sender must be true or false, got {sender!r}")
         lat = link["latency"]
         if (
             isinstance(lat, bool)
@@ -196,11 +205,11 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
             or not (math.isfinite(lat) and lat >= 0)
         ):
             raise ClusterError(f"{what} latency must be a non-negative number, got {lat!r}")
-        return float(lat), _positive(link["bandwidth"], f"{what} bandwidth")
+        return float(lat), _positive(link["bandwidth"], f"{what} bandwidth"), sender
 
     if raw.get("default") is not None:
-        lat, bw = parse(raw["default"], "links.default")
-        latency[:], bandwidth[:] = lat, bw
+        lat, bw, sender = parse(raw["default"], "links.default")
+        latency[:], bandwidth[:], by_sender[:] = lat, bw, sender
     for k, pair in enumerate(raw.get("pairs") or []):
         if not isinstance(pair, Mapping) or not {"src", "dst"} <= pair.keys():
             raise ClusterError(f"links.pairs[{k}] must have 'src' and 'dst' device names")
@@ -213,9 +222,12 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
         s, d = index[pair["src"]], index[pair["dst"]]
         if s == d:
             raise ClusterError(f"link {pair['src']!r} -> {pair['dst']!r} joins a device to itself")
-        latency[s, d], bandwidth[s, d] = parse(pair, f"link {pair['src']!r} -> {pair['dst']!r}")
+        latency[s, d], bandwidth[s, d], by_sender[s, d] = parse(
+            pair, f"link {pair['src']!r} -> {pair['dst']!r}"
+        )
     np.fill_diagonal(latency, 0.0)
     np.fill_diagonal(bandwidth, np.inf)
+    np.fill_diagonal(by_sender, False)
     missing = np.argwhere(np.isnan(latency))
     if len(missing):
         names = list(index)
@@ -223,4 +235,4 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
         raise ClusterError(
             f"no link from {names[s]!r} to {names[d]!r}; add links.default or a pair for it"
         )
-    return latency, bandwidth
+    return latency, bandwidth, by_sender

@@ -5,8 +5,15 @@ works on flat arrays. Events are processed one instant at a time: every op finis
 copy finish at time t first (releasing memory, making ops and copies ready), then every
 idle device starts its earliest-ready op (ties: lower op index) and every idle link its
 earliest-ready copy (ties: lower producer index). Allocations only happen in that second
-half, so the peak is taken there. `reference.py` implements the same rules plainly;
-tests require both to agree exactly.
+half, so the peak is taken there.
+
+Extension of rule 3 for links marked `by_sender` (a CPU's memcpy, no copy engine): the
+sending device does the copy itself, right after the producer and before its next op,
+one copy at a time in destination-device order, and is busy for the copy's duration
+(it counts in `busy_time`). Such copies do not queue on the link. Measured on `cpu2`
+(results/fidelity/README.md): the executor's ops that send their output took 1.5-2x
+their one-worker time. `reference.py` implements the same rules plainly; tests require
+both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
 graph, and its scratch arrays are reused across calls (one workspace per graph; the
@@ -105,6 +112,33 @@ def _enqueue(times: Any, ids: Any, head: Any, tail: Any, t: float, i: Any) -> No
 # ---- the event loop --------------------------------------------------------------
 
 
+@numba.njit(cache=True, inline="always")
+def _start_copy(
+    k: Any,
+    src: Any,
+    t: float,
+    latency: Any,
+    bandwidth: Any,
+    copy_dev: Any,
+    copy_bytes: Any,
+    copy_refs: Any,
+    recv_refs: Any,
+    mem: Any,
+    peak: Any,
+    copy_start: Any,
+    record: bool,
+) -> float:
+    """Start copy k from device `src` at t: allocate it on its destination; its duration."""
+    dd = copy_dev[k]
+    if record:
+        copy_start[k] = t
+    recv_refs[k] = copy_refs[k]
+    mem[dd] += copy_bytes[k]
+    if mem[dd] > peak[dd]:
+        peak[dd] = mem[dd]
+    return float(latency[src, dd] + copy_bytes[k] / bandwidth[src, dd])
+
+
 @numba.njit(cache=True)
 def _simulate_kernel(
     place: Any,  # [n] uint32 device of each op
@@ -120,6 +154,7 @@ def _simulate_kernel(
     param_bytes: Any,
     latency: Any,  # [D, D]
     bandwidth: Any,
+    by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -132,7 +167,8 @@ def _simulate_kernel(
     D = np.uint32(latency.shape[0])
     L = D * D  # link id = src * D + dst
 
-    # -- copies: one per (producer, remote device), rule 3; numbered in producer order --
+    # -- copies: one per (producer, remote device), rule 3; numbered by producer, then
+    # destination device --
     # Large arrays live in a caller-owned workspace, reused across calls: allocating
     # ~10 MB afresh per call cost up to 5 ms of page faults on a 50k-op graph.
     copy_op, copy_dev, edge_copy, link_copy = ws_u_e[0], ws_u_e[1], ws_u_e[2], ws_u_e[3]
@@ -157,21 +193,27 @@ def _simulate_kernel(
             dc = place[edge_dst[e]]
             if dc == d:
                 local += 1
-                continue
-            if copy_owner[dc] != p:
+            else:
                 copy_owner[dc] = p
-                copy_of_dev[dc] = nc
-                copy_op[nc] = p
-                copy_dev[nc] = dc
-                copy_bytes[nc] = edge_bytes[e]
-                copy_refs[nc] = 0
-                link_count[d * D + dc] += _1
-                nc += _1
-            k = copy_of_dev[dc]
-            edge_copy[e] = k
-            copy_refs[k] += 1
-            if edge_bytes[e] > copy_bytes[k]:
-                copy_bytes[k] = edge_bytes[e]
+        if local < out_ptr[p + _1] - out_ptr[p]:  # some remote readers: number the copies
+            for dc in range(D):  # in destination-device order
+                if copy_owner[dc] == p:
+                    copy_of_dev[dc] = nc
+                    copy_op[nc] = p
+                    copy_dev[nc] = dc
+                    copy_bytes[nc] = 0.0
+                    copy_refs[nc] = 0
+                    link_count[d * D + dc] += _1
+                    nc += _1
+            for e in range(out_ptr[p], out_ptr[p + _1]):
+                dc = place[edge_dst[e]]
+                if dc == d:
+                    continue
+                k = copy_of_dev[dc]
+                edge_copy[e] = k
+                copy_refs[k] += 1
+                if edge_bytes[e] > copy_bytes[k]:
+                    copy_bytes[k] = edge_bytes[e]
         copy_ptr[p + _1] = nc
         out_refs[p] = 1 + local + np.int64(copy_ptr[p + _1] - copy_ptr[p])
 
@@ -192,7 +234,9 @@ def _simulate_kernel(
     in_todo = np.zeros(D + L, np.bool_)
     n_todo = _0
 
-    running = np.full(D, n, np.uint32)  # n: idle
+    running = np.full(D, n, np.uint32)  # n: idle; n + 1: doing one of its own copies
+    own_next = np.zeros(D, np.uint32)  # copies [own_next, own_end) of the op it just ran,
+    own_end = np.zeros(D, np.uint32)  # ... the by-sender ones of which it still has to do
     link_busy = np.zeros(L, np.bool_)
     mem = np.zeros(D, np.float64)
     peak = np.zeros(D, np.float64)  # dynamic memory; parameters are added at the end
@@ -220,7 +264,35 @@ def _simulate_kernel(
             in_todo[r] = False
             if r < D:
                 d = r
-                if running[d] != n or dev_head[d] == dev_tail[d]:
+                if running[d] != n:
+                    continue
+                while own_next[d] < own_end[d] and not by_sender[d, copy_dev[own_next[d]]]:
+                    own_next[d] += _1
+                if own_next[d] < own_end[d]:
+                    k = own_next[d]
+                    own_next[d] += _1
+                    running[d] = n + _1
+                    duration = _start_copy(
+                        k,
+                        d,
+                        t,
+                        latency,
+                        bandwidth,
+                        copy_dev,
+                        copy_bytes,
+                        copy_refs,
+                        recv_refs,
+                        mem,
+                        peak,
+                        copy_start,
+                        record,
+                    )
+                    busy[d] += duration
+                    comm += copy_bytes[k]
+                    _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
+                    ev_size += _1
+                    continue
+                if dev_head[d] == dev_tail[d]:
                     continue
                 op = ready_op[dev_head[d]]
                 dev_head[d] += _1
@@ -241,16 +313,22 @@ def _simulate_kernel(
                 k = link_copy[link_head[lk]]
                 link_head[lk] += _1
                 link_busy[lk] = True
-                src = lk // D
-                dd = copy_dev[k]
-                if record:
-                    copy_start[k] = t
-                duration = latency[src, dd] + copy_bytes[k] / bandwidth[src, dd]
+                duration = _start_copy(
+                    k,
+                    lk // D,
+                    t,
+                    latency,
+                    bandwidth,
+                    copy_dev,
+                    copy_bytes,
+                    copy_refs,
+                    recv_refs,
+                    mem,
+                    peak,
+                    copy_start,
+                    record,
+                )
                 comm += copy_bytes[k]
-                recv_refs[k] = copy_refs[k]
-                mem[dd] += copy_bytes[k]
-                if mem[dd] > peak[dd]:
-                    peak[dd] = mem[dd]
                 _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
                 ev_size += _1
         if ev_size == _0:
@@ -293,7 +371,10 @@ def _simulate_kernel(
                         if pending[c] == 0:
                             _enqueue(ready_time, ready_op, dev_head[d], dev_tail[d], t, c)
                             dev_tail[d] += _1
+                own_next[d], own_end[d] = copy_ptr[op], copy_ptr[op + _1]
                 for k in range(copy_ptr[op], copy_ptr[op + _1]):
+                    if by_sender[d, copy_dev[k]]:
+                        continue  # the device does it itself, in the second half
                     lk = d * D + copy_dev[k]
                     _enqueue(link_time, link_copy, link_head[lk], link_tail[lk], t, k)
                     link_tail[lk] += _1
@@ -305,11 +386,15 @@ def _simulate_kernel(
                 k = ev - n
                 p = copy_op[k]
                 dd = copy_dev[k]
-                lk = place[p] * D + dd
-                link_busy[lk] = False
-                if not in_todo[D + lk]:
-                    in_todo[D + lk] = True
-                    todo[n_todo] = D + lk
+                src = place[p]
+                r = src if by_sender[src, dd] else D + src * D + dd  # who was doing it
+                if r < D:
+                    running[src] = n
+                else:
+                    link_busy[r - D] = False
+                if not in_todo[r]:
+                    in_todo[r] = True
+                    todo[n_todo] = r
                     n_todo += _1
                 if record:
                     copy_end[k] = t
@@ -376,7 +461,7 @@ def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
 _KERNEL_GRAPHS: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
-def _kernel_args(graph: OpGraph, cost_model: CostModel) -> tuple[Any, ...]:
+def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tuple[Any, ...]:
     """The kernel's arguments after the placement; graph arrays converted once per graph."""
     arrays = _KERNEL_GRAPHS.get(graph)
     if arrays is None:
@@ -399,7 +484,8 @@ def _kernel_args(graph: OpGraph, cost_model: CostModel) -> tuple[Any, ...]:
         )
         _KERNEL_GRAPHS[graph] = arrays
     times = cost_model.op_times(graph)
-    return (times, *arrays, cost_model.link_latency, cost_model.link_bandwidth)
+    latency, bandwidth = cost_model.link_latency, cost_model.link_bandwidth
+    return (times, *arrays, latency, bandwidth, cluster.by_sender)
 
 
 _WORKSPACES: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
@@ -446,7 +532,7 @@ def simulate(
     cost_model.check_cluster(cluster)
     workspace = [w[0] for w in _workspace(graph, 1)]
     step, peak, busy, comm, op_start, op_end, *copies = _simulate_kernel(
-        place.astype(np.uint32), *_kernel_args(graph, cost_model), *workspace, trace
+        place.astype(np.uint32), *_kernel_args(graph, cluster, cost_model), *workspace, trace
     )
     valid, reason = _validity(graph, cluster, place, peak)
     record = None
@@ -488,7 +574,7 @@ def simulate_batch(
     cost_model.check_cluster(cluster)
     step, peak, busy, comm = _simulate_batch_kernel(
         places.astype(np.uint32),
-        _kernel_args(graph, cost_model),
+        _kernel_args(graph, cluster, cost_model),
         _workspace(graph, numba.get_num_threads()),
     )
     valid = np.empty(len(places), dtype=bool)

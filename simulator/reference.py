@@ -3,7 +3,8 @@
 Every decision is recomputed from scratch by scanning all ops and copies, and memory is
 re-summed from the definition of each buffer's lifetime at every instant. It is
 quadratic and meant for small graphs: tests require the fast simulator (`engine.py`) to
-agree with it exactly on hundreds of random cases.
+agree with it exactly on hundreds of random cases. Links marked `by_sender` follow the
+extension of rule 3 described in `engine.py`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def simulate_reference(
     copy_start: dict[tuple[int, int], float] = {}
     copy_end: dict[tuple[int, int], float] = {}
     copy_done: set[tuple[int, int]] = set()
-    running: list[int | None] = [None] * D
+    # what a device is doing: an op, one of its own copies (by-sender links), or nothing
+    running: list[int | tuple[int, int] | None] = [None] * D
     link_copy: dict[tuple[int, int], tuple[int, int] | None] = {}
 
     def arrived(p: int, d: int) -> bool:
@@ -63,6 +65,15 @@ def simulate_reference(
 
     def arrival_time(p: int, d: int) -> float:
         return op_end[p] if place[p] == d else copy_end[(p, d)]
+
+    def by_sender(k: tuple[int, int]) -> bool:
+        return bool(cluster.by_sender[place[k[0]], k[1]])
+
+    def copy_time(k: tuple[int, int]) -> float:
+        src, dst = place[k[0]], k[1]
+        return float(
+            cost_model.link_latency[src, dst] + copy_bytes[k] / cost_model.link_bandwidth[src, dst]
+        )
 
     def memory_in_use(d: int) -> float:
         total = 0.0
@@ -86,9 +97,22 @@ def simulate_reference(
     t = 0.0
     peak = [0.0] * D
     while True:
-        # Rules 1-2: an idle device starts its ready op that became ready first.
+        # Rules 1-2: an idle device starts its ready op that became ready first; but first
+        # its own copies (by-sender links) of the op it finished last, in copy order.
         for d in range(D):
             if running[d] is not None:
+                continue
+            own = [
+                (op_end[k[0]], k)
+                for i in ops_on[d]
+                if op_done[i]
+                for k in copies_from[i]
+                if by_sender(k) and k not in copy_start
+            ]
+            if own:
+                _, k = min(own)
+                copy_start[k], copy_end[k] = t, t + copy_time(k)
+                running[d] = k
                 continue
             ready = [
                 (max((arrival_time(p, d) for p in preds[i]), default=0.0), i)
@@ -101,7 +125,7 @@ def simulate_reference(
         # Rule 3: an idle link starts the copy that became ready first.
         for src in range(D):
             for dst in range(D):
-                if link_copy.get((src, dst)) is not None:
+                if link_copy.get((src, dst)) is not None or cluster.by_sender[src, dst]:
                     continue
                 ready_copies = [
                     (op_end[p], p)
@@ -110,26 +134,31 @@ def simulate_reference(
                 ]
                 if ready_copies:
                     _, p = min(ready_copies)
-                    duration = float(
-                        cost_model.link_latency[src, dst]
-                        + copy_bytes[(p, dst)] / cost_model.link_bandwidth[src, dst]
-                    )
                     copy_start[(p, dst)] = t
-                    copy_end[(p, dst)] = t + duration
+                    copy_end[(p, dst)] = t + copy_time((p, dst))
                     link_copy[(src, dst)] = (p, dst)
         # Rule 5: memory, summed from each buffer's lifetime.
         for d in range(D):
             peak[d] = max(peak[d], memory_in_use(d))
+
         # Advance to the next finish; everything finishing then completes together.
-        ends = [op_end[i] for i in running if i is not None]
+        def end(work: int | tuple[int, int]) -> float:
+            return copy_end[work] if isinstance(work, tuple) else op_end[work]
+
+        ends = [end(w) for w in running if w is not None]
         ends += [copy_end[k] for k in link_copy.values() if k is not None]
         if not ends:
             break
         t = min(ends)
         for d in range(D):
             now = running[d]
-            if now is not None and op_end[now] == t:
-                op_done[now], running[d] = True, None
+            if now is None or end(now) != t:
+                continue
+            if isinstance(now, tuple):
+                copy_done.add(now)
+            else:
+                op_done[now] = True
+            running[d] = None
         for link, flying in link_copy.items():
             if flying is not None and copy_end[flying] == t:
                 copy_done.add(flying)
@@ -143,6 +172,9 @@ def simulate_reference(
     busy = np.zeros(D)
     for i in range(n):
         busy[place[i]] += dur[i]
+    for k in copies:
+        if by_sender(k):
+            busy[place[k[0]]] += copy_time(k)
     record = None
     if trace:
         record = Trace(

@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,6 +34,7 @@ from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, 
 from simulator.calibration import fit_link, fit_roofline
 from simulator.devices import DATASHEET, Roofline
 from simulator.executor import Executor, Program, handoff_latency
+from simulator.graph import IntArray
 from simulator.profile import Profile
 from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
 from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture, trace_program
@@ -239,6 +241,7 @@ def profile(
         torch.set_num_threads(1)  # as the executor's CPU workers run
     base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
     handoff = overhead = 0.0
+    two_workers: list[HandOffs] = []
     try:
         # small variants first: the executor measurements below fork worker processes,
         # which is quick while this process holds only small models
@@ -253,7 +256,7 @@ def profile(
             if device.type == "cpu" and variant == "small":
                 gc.collect()
                 handoff = handoff_latency()
-                overhead = _in_step_times(prof, base, suite_names)
+                overhead, two_workers = _in_step_times(prof, base, suite_names)
         # CPU workers hand off through shared memory; a GPU's link is the one to the host
         profile_copies(prof, device, _copy, destination=torch.device("cpu"))
     finally:
@@ -261,6 +264,7 @@ def profile(
     source = f"fitted to eagle-profile of {prof.meta['device']}, {prof.meta['date']}"
     roofline, accuracy = fit_roofline(prof.ops, base, source)
     latency, bandwidth = fit_link(prof.copies)
+    in_step = [h.cost(bandwidth) for h in two_workers]
     prof.fit = {
         "roofline": {
             "peak_flops": roofline.peak_flops,
@@ -273,10 +277,12 @@ def profile(
         "op_overhead": overhead,
         "accuracy": [vars(a) for a in accuracy],
         "link": {
-            "latency": latency + handoff,
+            # what a hand-off costs inside a step where measured, else memcpy + flag
+            "latency": float(np.median(in_step)) if in_step else latency + handoff,
             "bandwidth": bandwidth,
             "copy_latency": latency,
             "handoff_latency": handoff,
+            "in_step_latency": {h.suite: c for h, c in zip(two_workers, in_step, strict=True)},
         },
     }
     prof.complete = True
@@ -289,8 +295,26 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     dst.copy_(src)
 
 
-def _in_step_times(prof: Profile, roofline: Roofline, suite_names: list[str]) -> float:
-    """Time the ops inside whole steps, and return the per-op overhead of a step.
+@dataclass(frozen=True)
+class HandOffs:
+    """A small suite's step on two workers with a hand-off after every op, against one."""
+
+    suite: str
+    extra_s: float  # worker time (both workers) beyond the one-worker step's
+    copies: int
+    copy_bytes: float
+
+    def cost(self, bandwidth: float) -> float:
+        """Seconds one hand-off costs in a step, less its bytes at `bandwidth`: the
+        latency of a by-sender link that charges the senders the measured extra time."""
+        return max(0.0, (self.extra_s - self.copy_bytes / bandwidth) / max(1, self.copies))
+
+
+def _in_step_times(
+    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = 3
+) -> tuple[float, list[HandOffs]]:
+    """Time the ops inside whole steps; return the per-op overhead of a step and what
+    hand-offs between two workers cost.
 
     In a step each op reads data another op just wrote, allocates fresh outputs and
     passes through the executor's worker loop; timed alone, an op repeats on warm inputs
@@ -300,28 +324,59 @@ def _in_step_times(prof: Profile, roofline: Roofline, suite_names: list[str]) ->
     alone (the full-size suites) get the overhead returned here added: per small suite,
     (single-worker step time - the isolated times' sum) / kernels; the median over the
     suites, so one suite measured in a slow minute does not set it.
+
+    Two workers: a hand-off costs more than its memcpy and flag (measured alone): the
+    sender's copy loop in Python, the reader's first touch of the copy, caches gone cold
+    while waiting. So each small suite also runs with every op on the other worker than
+    its predecessor (colocation groups kept together), interleaved `rounds` times with
+    the one-worker step so both see the same machine speed; the extra worker time per
+    copy becomes the link's latency (`HandOffs.cost`), charged to the sender.
     """
-    device = {"name": "cpu0", "type": prof.device_type, "memory": 1e12}
-    links = {"default": {"bandwidth": 1e10, "latency": 0}}
-    cluster = Cluster.from_dict({"name": "one-worker", "devices": [device], "links": links})
+    devices = [{"name": f"cpu{i}", "type": prof.device_type, "memory": 1e12} for i in (0, 1)]
+    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
+    cluster = Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
+    hand_offs = []
     samples: dict[str, list[float]] = {}
     for name in suite_names:
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
         runner = Executor(Program(module, args), graph, cluster, model)
-        step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=7)
+        one, two = np.zeros(graph.num_ops, dtype=np.int64), _alternating(graph)
+        steps, extra = [], []
+        for _ in range(rounds):
+            step = runner.measure(one, warmup=2, repeats=7)
+            split = runner.measure(two, warmup=2, repeats=7)
+            steps.append(step)
+            extra.append(float(split.busy_time.sum() - step.busy_time.sum()))
+        step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((step.step_time - float(predicted.sum())) / kernels)
         for i, sig in enumerate(graph.signatures):
             if sig is not None:
                 samples.setdefault(sig, []).append(float(step.op_time[i]))
+        sim = simulate(graph, two, cluster, model, trace=True)
+        assert sim.trace is not None
+        hand_offs.append(HandOffs(name, float(np.median(extra)), len(sim.trace.copy_op),
+                                  float(sim.trace.copy_bytes.sum())))  # fmt: skip
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
-    return max(0.0, float(np.median(per_suite)))
+    return max(0.0, float(np.median(per_suite))), hand_offs
+
+
+def _alternating(graph: OpGraph) -> IntArray:
+    """Every op on the other of two devices than the op before it; colocation groups on
+    the device of their first op."""
+    place = np.arange(graph.num_ops, dtype=np.int64) % 2
+    groups = graph.colocation_ids
+    first = np.full(len(graph.colocation_vocab), -1, dtype=np.int64)
+    members = np.flatnonzero(groups >= 0)
+    first[groups[members[::-1]]] = members[::-1]
+    place[members] = place[first[groups[members]]]
+    return place
 
 
 def profile_main(argv: list[str] | None = None) -> int:

@@ -43,12 +43,14 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
     for e in doc["edges"]:
         e["bytes"] = float(rng.integers(0, 4))
     graph = OpGraph.from_dict(doc)
+    by_sender = draw(st.booleans())  # some links done by the sending device itself
     links = [
         {
             "src": f"d{s}",
             "dst": f"d{d}",
             "bandwidth": float(rng.integers(1, 3)),
             "latency": float(rng.integers(0, 2)),
+            "by_sender": bool(by_sender and rng.random() < 0.7),
         }
         for s in range(num_devices)
         for d in range(num_devices)

@@ -225,3 +225,59 @@ def test_single_device_step_time_is_the_sum_of_op_times():
         expected = cost.op_times(g)[:, d].sum()
         assert r.step_time == pytest.approx(expected, rel=1e-12)
         assert r.comm_bytes == 0
+
+
+# ---- links marked by_sender: the sending device does the copy itself -------------------
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_by_sender_copy_occupies_the_sender_before_its_next_op(sim):
+    cluster = unit_cluster(2, by_sender=True)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [
+            {"name": "a", "t": 1},
+            {"name": "b", "t": 2},
+            {"name": "c", "t": 3},
+            {"name": "j", "t": 1},
+        ],
+        [("a", "b", 4), ("a", "c", 10), ("b", "j", 2), ("c", "j", 1)],
+    )
+    r = sim(g, [0, 1, 0, 0], cluster, cost, trace=True)
+    # d0: a [0,1], its copy to d1 (4 B) [1,6], then c [6,9] (ready since 1).
+    # d1: b [6,8], its copy to d0 (2 B) [8,11]; j waits for it: [11,12].
+    assert r.trace.op_start.tolist() == [0, 6, 6, 11]
+    assert r.trace.copy_start.tolist() == [1, 8]
+    assert r.trace.copy_end.tolist() == [6, 11]
+    assert r.step_time == 12
+    assert r.busy_time.tolist() == [1 + 5 + 3 + 1, 2 + 3]
+    assert r.comm_bytes == 6
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_by_sender_copies_go_in_destination_device_order(sim):
+    cluster = unit_cluster(3, by_sender=True)
+    cost = CostModel.default(cluster)
+    # a's first edge goes to d2, but its copy to d1 is made first.
+    g = graph(
+        [
+            {"name": "a", "t": 1},
+            {"name": "x", "t": 1},
+            {"name": "c", "t": 1},
+            {"name": "b", "t": 1},
+        ],
+        [("a", "c", 1), ("a", "b", 2)],
+    )
+    r = sim(g, [0, 0, 2, 1], cluster, cost, trace=True)
+    # d0: a [0,1], copy to d1 (2 B) [1,4], copy to d2 (1 B) [4,6], then x [6,7].
+    assert r.trace.op_start.tolist() == [0, 6, 6, 4]
+    assert r.trace.copy_dst.tolist() == [1, 2]
+    assert r.trace.copy_start.tolist() == [1, 4]
+    assert r.step_time == 7
+
+
+def test_by_sender_must_be_a_boolean():
+    from simulator import ClusterError
+
+    with pytest.raises(ClusterError, match="by_sender must be true or false"):
+        unit_cluster(2, by_sender="yes")
