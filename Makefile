@@ -27,6 +27,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python tests/benchmarks/simulator_speed.py
 	$(BIN)/python tests/benchmarks/capture_speed.py
+	$(BIN)/python tests/benchmarks/rl_speed.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check eagle simulator suites tests

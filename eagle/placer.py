@@ -41,6 +41,7 @@ class Placer:
         self.notes: list[str] = []  # said in the run's summary, e.g. why nothing was valid
         self.done = False  # a finite placer sets this when it has nothing more to propose
         self.planned: int | None = None  # placements it expects to propose (progress bar)
+        self.metrics: dict[str, float] = {}  # `train/...` numbers of the last `tell`, logged
 
     def ask(self) -> IntArray | None:
         """The next batch of placements [batch, num_ops], or None when the placer is done."""

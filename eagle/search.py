@@ -5,7 +5,8 @@ propose and learn. The loop:
 - evaluates each batch with the simulator's batch form, remembering results by placement
   so a placement sampled twice is simulated once (`sim_calls` counts real simulations);
 - keeps the best placement: any valid one beats every invalid one, then lower step time;
-- logs one metrics row per iteration and shows a progress bar with the best step time;
+- logs one metrics row per iteration (METRIC_COLUMNS, then the placer's `metrics`, such
+  as a learned placer's `train/loss`) and shows a progress bar with the best step time;
 - stops when the placer is done, `budget.samples` placements were evaluated, or
   `budget.seconds` of wall time passed;
 - checkpoints every `checkpoint_every` iterations and on Ctrl-C (at the end of the
@@ -151,7 +152,7 @@ class SearchResult:
     iterations: int
     wall_s: float
     stopped_by: str  # "placer", "budget.samples" or "budget.seconds"
-    metrics: pd.DataFrame  # one row per iteration, METRIC_COLUMNS
+    metrics: pd.DataFrame  # one row per iteration: METRIC_COLUMNS, then the placer's
     notes: tuple[str, ...]  # the placer's remarks, e.g. why no placement was valid
 
 
@@ -288,6 +289,7 @@ def search(
                     "mean_step_time": float(valid_times.mean()) if len(valid_times) else math.nan,
                     "valid_fraction": float(evaluation.valid.mean()),
                     "sim_calls": evaluator.sim_calls,
+                    **placer.metrics,
                 }
             )
             bar.total = max(bar.total or 0, state.samples)  # a placer that retried
@@ -313,9 +315,15 @@ def search(
         iterations=state.iteration,
         wall_s=state.wall_s,
         stopped_by=stopped_by,
-        metrics=pd.DataFrame(state.rows, columns=list(METRIC_COLUMNS)),
+        metrics=_metrics_frame(state.rows),
         notes=tuple(placer.notes),
     )
+
+
+def _metrics_frame(rows: list[dict[str, float]]) -> pd.DataFrame:
+    """METRIC_COLUMNS first, then the placer's own (`train/...`) in order of appearance."""
+    extra = list(dict.fromkeys(k for row in rows for k in row if k not in METRIC_COLUMNS))
+    return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, *extra])
 
 
 def _postfix(state: SearchState) -> str:

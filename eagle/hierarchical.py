@@ -1,0 +1,265 @@
+"""The hierarchical planner: Mirhoseini et al., "A Hierarchical Model for Device
+Placement", ICLR 2018. EAGLE's claims are measured against it.
+
+Two networks, trained as one with REINFORCE (`eagle.rl`):
+1. **Grouper**: op features (`eagle.features.hierarchical_features`) -> a softmax over
+   G groups, one group sampled per op (per placement unit: a colocation group moves as
+   one). The reference is two matrix products (64 hidden units) with no activation.
+2. **Group embeddings** of the sampled grouping, not differentiable: per group, the
+   edge counts to and from every group, the count of each op type, and the summed
+   output size, each row divided by (its maximum + 1) as in the reference.
+3. **Placer**: sequence-to-sequence over the groups: a bidirectional LSTM encoder; an
+   LSTM decoder that starts from the encoder's final state and reads, at each step, the
+   embedding of the device it chose for the previous group; additive (content-based)
+   attention over the encoder's outputs; the context and the decoder state give one logit
+   per device, squashed as `C * tanh(logit / T)` (the paper: C = 5, T = 10).
+
+Per iteration the grouper samples one grouping and the placer `batch_size` placements of
+its groups (the paper's m = 1 grouping and k = 4 placements). Early on, Gaussian noise of
+0.5x the logits' root-mean-square is added to both networks' logits
+(`logits_std_noise = 0.5` in the reference), and the log-probabilities are those of the
+noisy logits the samples were drawn from.
+
+The log-probability is computed twice: while sampling, step by step, and for learning,
+in one teacher-forced pass (the decoder's inputs are the devices already sampled), which
+is what makes learning fast; tests check the two agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional
+
+from eagle.features import hierarchical_features, per_unit_mean
+from eagle.problem import Problem
+from eagle.rl import Policy, PolicyGradientPlacer, Rollout
+from simulator.graph import IntArray, OpGraph
+
+NOISE_FACTOR = 0.5  # std of logit noise / RMS of the logits (reference: logits_std_noise)
+
+
+def _noise(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    rms = logits.detach().pow(2).mean().sqrt()
+    return NOISE_FACTOR * rms * torch.randn(logits.shape, generator=generator)
+
+
+def _sample(logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One category per row of [rows, categories] logits, and its log-probability."""
+    log_p = functional.log_softmax(logits, dim=-1)
+    chosen = torch.multinomial(log_p.exp(), 1, generator=generator)
+    return chosen[:, 0], log_p.gather(1, chosen)[:, 0]
+
+
+def group_embeddings(graph: OpGraph, op_group: IntArray, num_groups: int) -> torch.Tensor:
+    """[G, 2G + T + 1]: edges to and from each group, op-type counts, log2 of the
+    summed output bytes (the reference sums output shapes; see `eagle.features`); each
+    row divided by (its max + 1)."""
+    G, T = num_groups, len(graph.type_vocab)
+    src, dst = op_group[graph.edge_src], op_group[graph.edge_dst]
+    adjacency = np.bincount(src * G + dst, minlength=G * G).reshape(G, G)
+    types = np.bincount(op_group * T + graph.type_ids, minlength=G * T).reshape(G, T)
+    size = np.log2(1.0 + np.bincount(op_group, weights=graph.output_bytes, minlength=G))
+    rows = np.concatenate([adjacency, adjacency.T, types, size[:, None]], axis=1)
+    rows = rows / (rows.max(axis=1, keepdims=True) + 1.0)
+    return torch.as_tensor(rows, dtype=torch.float32)
+
+
+class Seq2SeqPlacer(nn.Module):
+    """Groups in, one device per group out (module docstring, part 3)."""
+
+    def __init__(
+        self,
+        in_features: int,
+        num_devices: int,
+        *,
+        hidden: int,
+        attention: int,
+        temperature: float,
+        tanh_constant: float,
+    ) -> None:
+        super().__init__()
+        if hidden % 2:
+            raise ValueError(f"agent.hidden must be even (two encoder directions), got {hidden}")
+        self.num_devices = num_devices
+        self.temperature, self.tanh_constant = temperature, tanh_constant
+        self.encoder = nn.LSTM(in_features, hidden // 2, bidirectional=True, batch_first=True)
+        self.decoder = nn.LSTM(hidden, hidden, batch_first=True)
+        self.device_embedding = nn.Embedding(num_devices + 1, hidden)  # last row: "go"
+        self.attend_encoder = nn.Linear(hidden, attention, bias=False)
+        self.attend_decoder = nn.Linear(hidden, attention, bias=False)
+        self.attend_score = nn.Linear(attention, 1, bias=False)
+        self.project = nn.Linear(2 * hidden, num_devices)
+
+    def _encode(
+        self, groups: torch.Tensor, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Encoder outputs [G, H], their attention keys [G, A], the decoder's first state."""
+        out, (h, c) = self.encoder(groups[None])
+        state = tuple(
+            torch.cat([s[0], s[1]], dim=-1)[None].expand(1, batch, -1).contiguous() for s in (h, c)
+        )
+        return out[0], self.attend_encoder(out[0]), (state[0], state[1])
+
+    def _logits(self, dec: torch.Tensor, enc: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Decoder outputs [B, S, H] -> device logits [B, S, D]."""
+        score = self.attend_score(torch.tanh(keys + self.attend_decoder(dec)[:, :, None]))
+        context = functional.softmax(score[..., 0], dim=-1) @ enc
+        raw = self.project(torch.cat([dec, context], dim=-1))
+        return self.tanh_constant * torch.tanh(raw / self.temperature)
+
+    def sample(
+        self, groups: torch.Tensor, batch: int, generator: torch.Generator, noise: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Devices [B, G], the logit noise added [B, G, D] (zeros without noise), and the
+        log-probability [B] of each sample."""
+        enc, keys, state = self._encode(groups, batch)
+        G = groups.shape[0]
+        devices = torch.empty(batch, G, dtype=torch.long)
+        added = torch.zeros(batch, G, self.num_devices)
+        previous = torch.full((batch,), self.num_devices, dtype=torch.long)
+        log_prob = torch.zeros(batch)
+        for t in range(G):
+            dec, state = self.decoder(self.device_embedding(previous)[:, None], state)
+            logits = self._logits(dec, enc, keys)[:, 0]
+            if noise:
+                added[:, t] = _noise(logits, generator)
+                logits = logits + added[:, t]
+            previous, log_p = _sample(logits, generator)
+            devices[:, t] = previous
+            log_prob += log_p
+        return devices, added, log_prob
+
+    def log_prob(
+        self, groups: torch.Tensor, devices: torch.Tensor, added: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced: log-probability [B] of `devices` [B, G], and mean entropy."""
+        batch = devices.shape[0]
+        enc, keys, state = self._encode(groups, batch)
+        go = torch.full((batch, 1), self.num_devices, dtype=torch.long)
+        inputs = self.device_embedding(torch.cat([go, devices[:, :-1]], dim=1))
+        dec, _ = self.decoder(inputs, state)
+        log_p = functional.log_softmax(self._logits(dec, enc, keys) + added, dim=-1)
+        chosen = log_p.gather(-1, devices[..., None])[..., 0].sum(dim=1)
+        entropy = -(log_p.exp() * log_p).sum(dim=-1).mean()
+        return chosen, entropy
+
+
+class HierarchicalPolicy(Policy):
+    """Grouper + group embeddings + seq2seq placer (module docstring)."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        num_groups: int,
+        grouper_hidden: int,
+        hidden: int,
+        attention: int,
+        temperature: float,
+        tanh_constant: float,
+        normalize_features: bool,
+        devices: str,
+    ) -> None:
+        super().__init__()
+        if num_groups < 1:
+            raise ValueError(f"agent.num_groups must be at least 1, got {num_groups}")
+        graph = problem.graph
+        self.graph, self.num_groups = graph, num_groups
+        self.units, num_units = problem.placement_units
+        self.candidates = problem.devices(devices)
+        ops = hierarchical_features(graph, normalize=normalize_features)
+        self.register_buffer(
+            "unit_features", torch.from_numpy(per_unit_mean(ops, self.units, num_units))
+        )
+        self.grouper = nn.Sequential(
+            nn.Linear(ops.shape[1], grouper_hidden, bias=False),
+            nn.Linear(grouper_hidden, num_groups, bias=False),
+        )
+        in_features = 2 * num_groups + len(graph.type_vocab) + 1
+        self.placer = Seq2SeqPlacer(
+            in_features,
+            len(self.candidates),
+            hidden=hidden,
+            attention=attention,
+            temperature=temperature,
+            tanh_constant=tanh_constant,
+        )
+
+    def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
+        logits = self.grouper(self.unit_features)
+        added = _noise(logits, generator) if noise else torch.zeros(0)
+        groups, log_g = _sample(logits + added if noise else logits, generator)
+        embedding = group_embeddings(self.graph, groups.numpy()[self.units], self.num_groups)
+        devices, placer_noise, log_p = self.placer.sample(embedding, batch, generator, noise)
+        placements = self.candidates[devices.numpy()[:, groups.numpy()[self.units]]]
+        return Rollout(
+            placements,
+            log_p + log_g.sum(),
+            per_sample={"devices": devices, "placer_noise": placer_noise},
+            shared={"groups": groups, "grouper_noise": added, "embedding": embedding},
+        )
+
+    def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        logits = self.grouper(self.unit_features)
+        added = rollout.shared["grouper_noise"]
+        log_g = functional.log_softmax(logits + added if added.numel() else logits, dim=-1)
+        grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
+        grouper_entropy = -(log_g.exp() * log_g).sum(dim=1).mean()
+        placing, placer_entropy = self.placer.log_prob(
+            rollout.shared["embedding"],
+            rollout.per_sample["devices"],
+            rollout.per_sample["placer_noise"],
+        )
+        return placing + grouping, {"grouper": grouper_entropy, "placer": placer_entropy}
+
+
+class HierarchicalPlacer(PolicyGradientPlacer):
+    """`agent=hierarchical`: defaults and where they come from are in
+    `eagle/conf/agent/hierarchical.yaml`."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        seed: int = 0,
+        num_groups: int = 256,
+        batch_size: int = 4,
+        lr: float = 0.1,
+        grad_clip: float = 1.0,
+        baseline_decay: float = 0.9,
+        failing_factor: float = 100.0,
+        noise_samples: int = 750,
+        grouper_hidden: int = 64,
+        hidden: int = 512,
+        attention: int = 64,
+        temperature: float = 10.0,
+        tanh_constant: float = 5.0,
+        normalize_features: bool = True,
+        devices: str = "all",
+    ) -> None:
+        with torch.random.fork_rng():  # the initial weights depend on the seed only
+            torch.manual_seed(seed)
+            policy = HierarchicalPolicy(
+                problem,
+                num_groups=num_groups,
+                grouper_hidden=grouper_hidden,
+                hidden=hidden,
+                attention=attention,
+                temperature=temperature,
+                tanh_constant=tanh_constant,
+                normalize_features=normalize_features,
+                devices=devices,
+            )
+        super().__init__(
+            problem,
+            policy,
+            seed=seed,
+            batch_size=batch_size,
+            lr=lr,
+            grad_clip=grad_clip,
+            baseline_decay=baseline_decay,
+            failing_factor=failing_factor,
+            noise_samples=noise_samples,
+        )

@@ -1,0 +1,157 @@
+"""The hierarchical planner: features, group embeddings, the two log-probability passes
+agreeing, colocation, determinism, resume, and learning known optima on toy graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from eagle.features import hierarchical_features, per_unit_mean
+from eagle.hierarchical import HierarchicalPlacer, group_embeddings
+from eagle.search import Budget, SearchState, search
+from simulator.random_graphs import random_graph
+from tests.conftest import graph, problem, unit_cluster
+
+SMALL = {"num_groups": 8, "hidden": 32, "attention": 16, "grouper_hidden": 16}
+
+
+def diamond():
+    # a -> b, a -> c, b -> d, c -> d; output sizes 1, 3, 7, 0 bytes
+    return graph(
+        [
+            {"name": "a", "t": 1, "output_bytes": 1},
+            {"name": "b", "t": 1, "output_bytes": 3, "type": "aten.mm"},
+            {"name": "c", "t": 1, "output_bytes": 7},
+            {"name": "d", "t": 1},
+        ],
+        [("a", "b", 1), ("a", "c", 1), ("b", "d", 3), ("c", "d", 7)],
+    )
+
+
+def test_features_by_hand():
+    g = diamond()
+    f = hierarchical_features(g, max_neighbors=4)
+    assert f.shape == (4, 2 + 8)
+    mm = g.type_vocab.index("aten.mm")
+    assert f[:, 0].tolist() == [float(mm == 0), float(mm == 1), float(mm == 0), float(mm == 0)]
+    np.testing.assert_allclose(f[:, 1], np.log2([2, 4, 8, 1]))
+    # a: consumers b (1/3), c (2/3), no producers; d: producers b, c; positions / (n - 1)
+    np.testing.assert_allclose(f[0, 2:], [1 / 3, 1, 2 / 3, 1, 0, 0, 0, 0])
+    np.testing.assert_allclose(f[3, 2:], [0, 0, 0, 0, 1 / 3, -1, 2 / 3, -1])
+    raw = hierarchical_features(g, max_neighbors=4, normalize=False)
+    np.testing.assert_allclose(raw[0, 2:6], [1, 1, 2, 1])
+
+
+def test_per_unit_mean():
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    out = per_unit_mean(values, np.array([1, 0, 1]), 2)
+    np.testing.assert_allclose(out, [[3, 4], [3, 4]])
+
+
+def test_group_embeddings_by_hand():
+    g = diamond()
+    rows = group_embeddings(g, np.array([0, 0, 1, 1]), num_groups=2).numpy()
+    T = len(g.type_vocab)
+    assert rows.shape == (2, 2 * 2 + T + 1)
+    # group 0 = {a, b}: edges a->b (0->0), a->c (0->1), b->d (0->1): out row [1, 2]
+    # in row (column of the matrix) [1, 0]; types: one add, one mm; size log2(1 + 4) = 2.32
+    raw0 = np.array([1, 2, 1, 0, *np.bincount(g.type_ids[:2], minlength=T), np.log2(5)])
+    np.testing.assert_allclose(rows[0], raw0 / (raw0.max() + 1), rtol=1e-6)
+    # group 1 = {c, d}: c->d (1->1); in from group 0: a->c, b->d
+    raw1 = np.array([0, 1, 2, 1, *np.bincount(g.type_ids[2:], minlength=T), np.log2(8)])
+    np.testing.assert_allclose(rows[1], raw1 / (raw1.max() + 1), rtol=1e-6)
+
+
+@pytest.fixture
+def toy():
+    return problem(random_graph(80, seed=2, colocation_fraction=0.2), unit_cluster(3))
+
+
+@pytest.mark.parametrize("noise", [True, False])
+def test_teacher_forced_log_prob_equals_the_sampled_one(toy, noise):
+    placer = HierarchicalPlacer(toy, seed=1, **SMALL)
+    with torch.no_grad():
+        rollout = placer.policy.sample(5, torch.Generator().manual_seed(3), noise)
+    again, entropies = placer.policy.log_prob(rollout)
+    torch.testing.assert_close(again, rollout.log_prob, rtol=1e-4, atol=1e-4)
+    assert set(entropies) == {"grouper", "placer"}
+    assert 0 < float(entropies["placer"].detach()) <= np.log(3) + 1e-6
+
+
+def test_placements_keep_colocation_groups_together(toy):
+    placer = HierarchicalPlacer(toy, seed=0, **SMALL)
+    placements = placer.ask()
+    assert placements.shape == (4, toy.graph.num_ops)
+    ids = toy.graph.colocation_ids
+    for group in np.unique(ids[ids >= 0]):
+        members = placements[:, ids == group]
+        assert (members == members[:, :1]).all()
+
+
+def run(toy, samples=80, seed=5, **kw):
+    placer = HierarchicalPlacer(toy, seed=seed, **SMALL)
+    return search(placer, toy, Budget(samples=samples), progress=False, **kw)
+
+
+def test_same_seed_same_curve(toy):
+    a, b = run(toy), run(toy)
+    pd.testing.assert_frame_equal(a.metrics.drop(columns=["wall_s", "train/samples_per_s"]),
+                                  b.metrics.drop(columns=["wall_s", "train/samples_per_s"]))  # fmt: skip
+    assert {"train/loss", "train/placer_entropy", "train/grouper_entropy"} <= set(a.metrics)
+    assert not a.metrics["train/loss"].isna().any()
+
+
+def test_resume_equals_uninterrupted(toy, tmp_path):
+    full = run(toy)
+
+    def stop_at_7(state: SearchState) -> None:
+        if state.iteration == 7:
+            raise KeyboardInterrupt
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    with pytest.raises(KeyboardInterrupt):
+        run(toy, checkpoint=checkpoint, checkpoint_every=3, on_iteration=stop_at_7)
+    resumed = run(toy, checkpoint=checkpoint, checkpoint_every=3)
+    drop = ["wall_s", "train/samples_per_s"]
+    pd.testing.assert_frame_equal(
+        full.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop)
+    )
+    assert np.array_equal(full.best_placement, resumed.best_placement)
+
+
+# ---- learning: toy graphs whose optimum is known -----------------------------------------
+
+
+def chains(lengths: list[int]) -> object:
+    """Independent chains of heavy ops (10 s); a hand-off costs 1 s (unit cluster)."""
+    ops, edges = [], []
+    for c, n in enumerate(lengths):
+        for i in range(n):
+            ops.append({"name": f"c{c}_{i}", "t": 10})
+            if i:
+                edges.append((f"c{c}_{i - 1}", f"c{c}_{i}", 0))
+    return graph(ops, edges)
+
+
+TOYS = {
+    # four 6-op chains, four devices: one chain per device, 60 s
+    "4x6 on 4": (chains([6, 6, 6, 6]), 4, 60.0),
+    # chains of 8, 4, 4, 4 on three devices: the long one alone, two short ones together
+    "8+4+4+4 on 3": (chains([8, 4, 4, 4]), 3, 80.0),
+    # three 6-op chains on two devices: at best 90 s (half of the third chain on each
+    # device: one hand-off, hidden behind the other chains' ops)
+    "3x6 on 2": (chains([6, 6, 6]), 2, 90.0),
+}
+
+
+@pytest.mark.parametrize("name", list(TOYS))
+def test_reaches_the_known_optimum_on_toy_graphs(name):
+    g, devices, optimum = TOYS[name]
+    toy = problem(g, unit_cluster(devices))
+    hits = 0
+    for seed in range(5):
+        result = run(toy, samples=600, seed=seed)
+        hits += result.best_valid and result.best_step_time <= 1.05 * optimum
+    assert hits >= 4, f"{name}: within 5% of the optimum for {hits} of 5 seeds"
