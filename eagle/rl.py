@@ -83,8 +83,8 @@ class PolicyGradientPlacer(Placer):
         policy: Policy,
         *,
         seed: int = 0,
-        batch_size: int = 4,
-        lr: float = 0.1,
+        batch_size: int = 16,
+        lr: float = 0.03,
         grad_clip: float = 1.0,
         baseline_decay: float = 0.9,
         failing_factor: float = 100.0,
@@ -151,7 +151,7 @@ class PolicyGradientPlacer(Placer):
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)
         self.optimizer.step()
         return {
-            "train/loss": float(loss),
+            "train/loss": float(loss.detach()),
             "train/grad_norm": float(grad_norm),
             **{f"train/{k}_entropy": float(v.detach()) for k, v in entropies.items()},
         }

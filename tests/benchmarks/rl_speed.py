@@ -18,12 +18,12 @@ from eagle.problem import Problem, load_cluster, load_graph, make_cost_model
 from eagle.search import Evaluator
 
 
-def measure(suite: str, iterations: int) -> tuple[float, float, float, float]:
+def measure(suite: str, iterations: int, **hyper: int) -> tuple[float, float, float, float]:
     """(placements/s, then seconds per iteration spent sampling, simulating, learning)."""
     cluster = load_cluster("p100x4")
     graph = load_graph(suite)
     problem = Problem(suite, graph, cluster, make_cost_model(cluster))
-    placer = HierarchicalPlacer(problem, seed=0)
+    placer = HierarchicalPlacer(problem, seed=0, **hyper)
     evaluate = Evaluator(problem)
     placer.tell(b := placer.ask(), evaluate(b))  # warm-up: numba, allocator
     spent = np.zeros(3)
@@ -45,11 +45,14 @@ def measure(suite: str, iterations: int) -> tuple[float, float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, help="default: the agent's")
+    parser.add_argument("--hidden", type=int, help="default: the agent's")
     args = parser.parse_args()
+    hyper = {k: v for k, v in (("batch_size", args.batch_size), ("hidden", args.hidden)) if v}
     print(f"{'agent':<14}{'suite':<8}{'placements/s':>14}{'sample ms':>11}{'sim ms':>9}"
           f"{'learn ms':>10}")  # fmt: skip
     for suite in ("gnmt", "bert"):
-        rate, sample, sim, learn = measure(suite, args.iterations)
+        rate, sample, sim, learn = measure(suite, args.iterations, **hyper)
         print(f"{'hierarchical':<14}{suite:<8}{rate:>14.1f}{sample * 1e3:>11.0f}"
               f"{sim * 1e3:>9.0f}{learn * 1e3:>10.0f}")  # fmt: skip
     print("target: >= 20 placements/s on GNMT and BERT (full), 2-core machine")
