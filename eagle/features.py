@@ -32,7 +32,9 @@ def _first_k(ptr: IntArray, values: IntArray, k: int) -> tuple[IntArray, npt.NDA
     n = len(ptr) - 1
     pos = ptr[:-1, None] + np.arange(k)[None, :]
     present = pos < ptr[1:, None]
-    picked = np.where(present, values[np.minimum(pos, max(len(values) - 1, 0))], 0)
+    if len(values) == 0:  # a graph without edges
+        return np.zeros((n, k), dtype=np.int64), present
+    picked = np.where(present, values[np.minimum(pos, len(values) - 1)], 0)
     return picked.reshape(n, k), present.reshape(n, k)
 
 

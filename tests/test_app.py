@@ -54,6 +54,21 @@ def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
     assert again.step_time == summary["best_step_time"] and again.valid == summary["best_valid"]
 
 
+def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_path):
+    small = ("agent=hierarchical", "suite=bert", "suite.variant=small", "agent.num_groups=16",
+             "agent.hidden=32")  # fmt: skip
+    summary = run(cfg(*small, "budget.samples=48"), tmp_path)
+    assert summary["agent"] == "hierarchical" and summary["samples"] == 48
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(metrics.columns[: len(METRIC_COLUMNS)]) == list(METRIC_COLUMNS)
+    assert {"train/loss", "train/placer_entropy", "train/samples_per_s"} <= set(metrics.columns)
+    assert metrics.samples.tolist() == [16, 32, 48]
+    # a rerun with a bigger budget continues the same training (model and optimizer)
+    more = run(cfg(*small, "budget.samples=64"), tmp_path)
+    assert more["samples"] == 64
+    assert pd.read_csv(tmp_path / "metrics.csv").samples.tolist() == [16, 32, 48, 64]
+
+
 def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path):
     c = cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=128")
     first = run(c, tmp_path)
