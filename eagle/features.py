@@ -13,8 +13,11 @@ differently:
   bytes, so the size feature is log2(1 + output bytes), a number of a dim's magnitude;
 - `normalize=True` (the default) divides the type index by the vocabulary size and the
   neighbour positions by the number of ops. Raw positions reach 35,000 on GNMT; fed to
-  the reference's linear grouper they saturate its softmax, so every op would land in the
-  same group whatever the weights. `normalize=False` keeps the reference's raw values.
+  the reference's linear grouper they saturate its softmax, so the first grouping is
+  already fixed (grouper entropy 0.002 nats per op on GNMT, against 4.5 normalized) and
+  exploration over groupings is gone. `normalize=False` keeps the reference's raw values
+  (1000 samples on p100x4, seed 0: BERT 10.7 s and GNMT 2.2 s, against 9.8 s and 2.0 s
+  normalized).
 """
 
 from __future__ import annotations

@@ -194,6 +194,7 @@ class HierarchicalPolicy(Policy):
         self.graph, self.num_groups = graph, num_groups
         self.units, num_units = problem.placement_units
         self.candidates = problem.devices(devices)
+        self.decisions = {"grouper": num_units, "placer": num_groups}
         sample = np.random.default_rng(0).permutation(num_units)[:4096]
         self.entropy_units = torch.from_numpy(np.sort(sample))
         ops = hierarchical_features(graph, normalize=normalize_features)
@@ -266,6 +267,7 @@ class HierarchicalPlacer(PolicyGradientPlacer):
         tanh_constant: float = 5.0,
         normalize_features: bool = True,
         devices: str = "all",
+        entropy_coef: float = 0.0,
     ) -> None:
         with torch.random.fork_rng():  # the initial weights depend on the seed only
             torch.manual_seed(seed)
@@ -289,4 +291,5 @@ class HierarchicalPlacer(PolicyGradientPlacer):
             baseline_decay=baseline_decay,
             failing_factor=failing_factor,
             noise_samples=noise_samples,
+            entropy_coef=entropy_coef,
         )

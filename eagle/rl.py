@@ -55,7 +55,14 @@ class Rollout:
 
 class Policy(nn.Module):
     """A stochastic placement policy. `sample` draws a batch; `log_prob` re-scores it
-    with gradients (same numbers as when sampled, up to float rounding)."""
+    with gradients (same numbers as when sampled, up to float rounding).
+
+    `decisions` says how many choices each part makes per placement (e.g. one group per
+    op, one device per group): entropies are logged per choice, and the entropy bonus
+    weighs each part by its number of choices, as its log-probability is a sum over them.
+    """
+
+    decisions: dict[str, int]
 
     def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
         raise NotImplementedError
@@ -76,7 +83,8 @@ def placement_costs(evaluation: Evaluation, failing_step_time: float) -> FloatAr
 class PolicyGradientPlacer(Placer):
     """Runs a `Policy` in the search loop: REINFORCE with a moving-average baseline,
     Adam, gradient-norm clipping, and logit noise for the first `noise_samples`.
-    `entropy_coef` adds an entropy bonus (the reference has none: 0 by default)."""
+    `entropy_coef` adds an entropy bonus per choice, relative to the advantages' mean
+    size (the reference has none: 0 by default)."""
 
     def __init__(
         self,
@@ -148,7 +156,11 @@ class PolicyGradientPlacer(Placer):
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> dict[str, float]:
         """One REINFORCE step on the rollout; returns `train/...` statistics."""
         log_prob, entropies = self.policy.log_prob(rollout)
-        loss = -(advantages * log_prob).mean() - self.entropy_coef * sum(entropies.values())
+        # the bonus is scaled by the advantages' size, so that one coefficient means the
+        # same for step times of milliseconds (cpu2) and of seconds (p100x4)
+        scale = advantages.abs().mean()
+        bonus = sum(h * self.policy.decisions[name] for name, h in entropies.items())
+        loss = -(advantages * log_prob).mean() - self.entropy_coef * scale * bonus
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)

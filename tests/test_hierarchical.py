@@ -188,3 +188,12 @@ def test_reaches_the_known_optimum_on_toy_graphs(name):
         result = run(toy, samples=1000, seed=seed)
         hits += result.best_valid and result.best_step_time <= 1.05 * optimum
     assert hits >= 4, f"{name}: within 5% of the optimum for {hits} of 5 seeds"
+
+
+def test_entropy_bonus_keeps_the_policy_spread(toy):
+    def final_entropy(coef: float) -> float:
+        placer = HierarchicalPlacer(toy, seed=1, **SMALL, entropy_coef=coef)
+        result = search(placer, toy, Budget(samples=400), progress=False)
+        return float(result.metrics["train/placer_entropy"].iloc[-1])
+
+    assert final_entropy(1.0) > np.log(3) - 0.05 > final_entropy(0.0)
