@@ -4,20 +4,19 @@
 al., ICLR 2018; reference implementation: TensorFlow's grappler
 `hierarchical_controller.py`, `create_op_embeddings`): per op, its type as an index
 into the graph's op-type vocabulary, its output size, and adjacency as the topological
-positions of up to `max_neighbors` neighbours, each with +1 for a consumer and -1 for
-a producer.
+positions of its first `max_neighbors / 2` consumers (+1) and first producers (-1).
 
 Two differences from the reference, both because our graphs are larger and typed
 differently:
 - the reference has output *shapes* (up to 5 outputs x 5 dims); our IR keeps output
   bytes, so the size feature is log2(1 + output bytes), a number of a dim's magnitude;
-- `normalize=True` (the default) divides the type index by the vocabulary size and the
-  neighbour positions by the number of ops. Raw positions reach 35,000 on GNMT; fed to
-  the reference's linear grouper they saturate its softmax, so the first grouping is
-  already fixed (grouper entropy 0.002 nats per op on GNMT, against 4.5 normalized) and
-  exploration over groupings is gone. `normalize=False` keeps the reference's raw values
-  (1000 samples on p100x4, seed 0: BERT 10.7 s and GNMT 2.2 s, against 9.8 s and 2.0 s
-  normalized).
+- `normalize=True` (the default) scales the type index and the neighbour positions to
+  [0, 1] (dividing by the vocabulary size - 1 and the number of ops - 1). Raw positions
+  reach 35,000 on GNMT; fed to the reference's linear grouper they saturate its
+  softmax, so the first grouping is already fixed (grouper entropy 0.002 nats per op on
+  GNMT, against 4.5 normalized) and exploration over groupings is gone.
+  `normalize=False` keeps the reference's raw values (1000 samples on p100x4, seed 0:
+  BERT 10.7 s and GNMT 2.2 s, against 9.8 s and 2.0 s normalized).
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ def _first_k(ptr: IntArray, values: IntArray, k: int) -> tuple[IntArray, npt.NDA
     if len(values) == 0:  # a graph without edges
         return np.zeros((n, k), dtype=np.int64), present
     picked = np.where(present, values[np.minimum(pos, len(values) - 1)], 0)
-    return picked.reshape(n, k), present.reshape(n, k)
+    return picked, present
 
 
 def hierarchical_features(

@@ -6,8 +6,8 @@ Two networks, trained as one with REINFORCE (`eagle.rl`):
    G groups, one group sampled per op (per placement unit: a colocation group moves as
    one). The reference is two matrix products (64 hidden units) with no activation.
 2. **Group embeddings** of the sampled grouping, not differentiable: per group, the
-   edge counts to and from every group, the count of each op type, and the summed
-   output size, each row divided by (its maximum + 1) as in the reference.
+   edge counts to and from every group, the count of each op type, and log2 of the
+   summed output bytes, each row divided by (its maximum + 1) as in the reference.
 3. **Placer**: sequence-to-sequence over the groups: a bidirectional LSTM encoder; an
    LSTM decoder that starts from the encoder's final state and reads, at each step, the
    embedding of the device it chose for the previous group; content-based attention over
@@ -64,7 +64,8 @@ def _sample(logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Ten
     log_p = functional.log_softmax(logits, dim=-1)
     cdf = log_p.exp().cumsum_(dim=1)
     u = torch.rand(len(cdf), 1, generator=generator) * cdf[:, -1:]
-    chosen = torch.searchsorted(cdf, u).clamp_(max=logits.shape[1] - 1)
+    # side="right": a draw of exactly 0 must not pick a leading zero-probability category
+    chosen = torch.searchsorted(cdf, u, side="right").clamp_(max=logits.shape[1] - 1)
     return chosen[:, 0], log_p.gather(1, chosen)[:, 0]
 
 
@@ -199,7 +200,9 @@ class HierarchicalPolicy(Policy):
         self.entropy_units = torch.from_numpy(np.sort(sample))
         ops = hierarchical_features(graph, normalize=normalize_features)
         self.register_buffer(
-            "unit_features", torch.from_numpy(per_unit_mean(ops, self.units, num_units))
+            "unit_features",
+            torch.from_numpy(per_unit_mean(ops, self.units, num_units)),
+            persistent=False,  # recomputed from the graph: kept out of checkpoints
         )
         self.grouper = nn.Sequential(
             nn.Linear(ops.shape[1], grouper_hidden, bias=False),
@@ -218,9 +221,10 @@ class HierarchicalPolicy(Policy):
         logits = self.grouper(self.unit_features)
         added = _noise(logits, generator) if noise else torch.zeros(0)
         groups, log_g = _sample(logits + added if noise else logits, generator)
-        embedding = group_embeddings(self.graph, groups.numpy()[self.units], self.num_groups)
+        op_group = groups.numpy()[self.units]
+        embedding = group_embeddings(self.graph, op_group, self.num_groups)
         devices, placer_noise, log_p = self.placer.sample(embedding, batch, generator, noise)
-        placements = self.candidates[devices.numpy()[:, groups.numpy()[self.units]]]
+        placements = self.candidates[devices.numpy()[:, op_group]]
         return Rollout(
             placements,
             log_p + log_g.sum(),
@@ -269,7 +273,7 @@ class HierarchicalPlacer(PolicyGradientPlacer):
         devices: str = "all",
         entropy_coef: float = 0.0,
     ) -> None:
-        with torch.random.fork_rng():  # the initial weights depend on the seed only
+        with torch.random.fork_rng(devices=[]):  # the initial weights depend on the seed only
             torch.manual_seed(seed)
             policy = HierarchicalPolicy(
                 problem,
@@ -292,4 +296,5 @@ class HierarchicalPlacer(PolicyGradientPlacer):
             failing_factor=failing_factor,
             noise_samples=noise_samples,
             entropy_coef=entropy_coef,
+            devices=devices,
         )

@@ -7,7 +7,8 @@ The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
 `eagle-run` run's `placement.json`, say), then up to `n` in all: placements that deal
 chunks of the op order to the devices in turn (chunk sizes from half the graph down to
-one op, by halves), and random placements: each moves a random fraction (5% to 50%)
+two ops, by halves; not one op: that is the placement `eagle-profile` calibrates the
+hand-off cost on), and random placements: each moves a random fraction (5% to 50%)
 of the placement units of a one-device placement to other devices. The set spans from
 one device to a hand-off after every op. Each placement is measured `rounds` times,
 interleaved with the others, so the drift of a shared machine's speed spreads over all
@@ -93,10 +94,9 @@ def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[s
     # Chunks of the op order dealt round-robin to the devices: from few hand-offs (big
     # chunks) to one every op (chunk 1), the placements a random start of a search sees.
     chunk = max(1, g.num_ops // 2)
-    while chunk >= 1 and len(out) < n:
+    while chunk >= 2 and len(out) < n:
         dealt = (np.arange(g.num_ops) // chunk) % cluster.num_devices
-        first = np.full(num_units, -1)
-        first[units[::-1]] = np.arange(g.num_ops)[::-1]  # each unit's first op
+        _, first = np.unique(units, return_index=True)  # each unit's first op
         out[f"chunks:{chunk}"] = dealt[first][units]
         chunk //= 2
     rng = np.random.default_rng(seed)
@@ -134,14 +134,15 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
             predicted=pts[0].predicted,
             measured=validator.statistic([t for p in pts for t in p.times]),
             valid=pts[0].valid,
-            spread=float(max(p.measured for p in pts) - min(p.measured for p in pts)),  # rounds
+            # here: max - min of the rounds' statistics, how far one round can be off
+            spread=float(max(p.measured for p in pts) - min(p.measured for p in pts)),
             loss=pts[0].loss,
         )
         for label, pts in samples.items()
     ]
     out = Path(args["out"] or f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame([vars(p) for p in points])
+    frame = pd.DataFrame([vars(p) for p in points]).drop(columns="times")
     frame["error"] = (frame.predicted - frame.measured) / frame.measured
     run_dir.write_csv(out / "points.csv", frame)
     scatter(points, out / "scatter.png", f"{name} ({variant}) on {cluster.name}")

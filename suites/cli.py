@@ -280,7 +280,7 @@ def profile(
         "link": {
             # what a hand-off costs inside a step where measured, else memcpy + flag
             "latency": float(np.average(in_step, weights=weights))
-            if in_step
+            if sum(weights) > 0
             else latency + handoff,
             "bandwidth": bandwidth,
             "copy_latency": latency,
@@ -314,7 +314,7 @@ class HandOffs:
         of the step (10-20% between minutes here), spread over the copies. A suite with
         few copies in a long step says little (Inception-small: 815 copies in 130 ms,
         GNMT-small: 998 in 19 ms)."""
-        return (self.copies / self.one_worker_s) ** 2
+        return (self.copies / self.one_worker_s) ** 2 if self.one_worker_s > 0 else 0.0
 
     def cost(self, bandwidth: float) -> float:
         """Seconds one hand-off costs in a step, less its bytes at `bandwidth`: the
@@ -387,10 +387,11 @@ def _alternating(graph: OpGraph) -> IntArray:
     the device of their first op."""
     place = np.arange(graph.num_ops, dtype=np.int64) % 2
     groups = graph.colocation_ids
-    first = np.full(len(graph.colocation_vocab), -1, dtype=np.int64)
     members = np.flatnonzero(groups >= 0)
-    first[groups[members[::-1]]] = members[::-1]
-    place[members] = place[first[groups[members]]]
+    ids, first = np.unique(groups[members], return_index=True)
+    lead = np.zeros(len(graph.colocation_vocab), dtype=np.int64)
+    lead[ids] = place[members[first]]
+    place[members] = lead[groups[members]]
     return place
 
 
