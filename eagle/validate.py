@@ -17,8 +17,9 @@ minimum, which estimates the dedicated machine the simulator prices (why:
 `simulator.validation`); `statistic=median` for the median.
 
 Writes `points.csv` (placement, predicted, measured, ...), `scatter.png` and
-`summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`, the
-command, machine and cost-model provenance) to `out`.
+`summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`,
+`round_spread`: the machine's noise while it ran, the command, machine and cost-model
+provenance) to `out`.
 """
 
 from __future__ import annotations
@@ -152,6 +153,9 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         "cluster": cluster.name,
         **fidelity(points),
         "statistic": args["statistic"],
+        # how far apart one placement's rounds are (median over placements of their
+        # spread / measured): the machine's noise while this ran; compare with the error
+        "round_spread": float(np.median([p.spread / p.measured for p in points])),
         "command": "eagle-validate " + " ".join(f"{k}={v}" for k, v in args.items() if v),
         "machine": f"{platform.node()} ({platform.machine()})",
         "cost_model": cost_model.provenance(),
@@ -171,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{summary['suite']} on {summary['cluster']}: n={summary['n']}, median APE "
         f"{summary['median_ape']:.1%}, Kendall tau {summary['kendall_tau']:.2f}, Spearman rho "
-        f"{summary['spearman_rho']:.2f}"
+        f"{summary['spearman_rho']:.2f}; rounds of a placement differ by "
+        f"{summary['round_spread']:.0%} (the machine's noise)"
     )
     return 0
 

@@ -28,6 +28,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     summary = json.loads((out / "summary.json").read_text())
     assert {"suite", "cluster", "n", "median_ape", "kendall_tau", "spearman_rho"} <= set(summary)
     assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
+    assert summary["round_spread"] >= 0
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
     assert (out / "scatter.png").stat().st_size > 1000
