@@ -202,7 +202,7 @@ def profile_ops(
     total = sum(max(0, passes - len(rows.get(c.signature, {}).get("samples_s", []))) for c in calls)
     try:
         with torch.no_grad(), tqdm(total=total, desc=f"profiling {device}", unit="op",
-                                    disable=not progress) as bar:  # fmt: skip
+                                    disable=not progress or total == 0) as bar:  # fmt: skip
             for sweep in range(passes):
                 for call in calls:
                     row = rows.get(call.signature)
