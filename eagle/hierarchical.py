@@ -51,9 +51,10 @@ from simulator.graph import IntArray, OpGraph
 NOISE_FACTOR = 0.5  # std of logit noise / RMS of the logits (reference: logits_std_noise)
 
 
-def _noise(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _noise(logits: torch.Tensor, unit: torch.Tensor) -> torch.Tensor:
+    """Standard-normal `unit` noise scaled to NOISE_FACTOR x the logits' RMS."""
     rms = logits.detach().pow(2).mean().sqrt()
-    return NOISE_FACTOR * rms * torch.randn(logits.shape, generator=generator)
+    return NOISE_FACTOR * rms * unit
 
 
 def _sample(logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,12 +148,11 @@ class Seq2SeqPlacer(nn.Module):
             raw = torch.addmm(self.project.bias, h, from_state) + attention @ from_groups
             step = self.tanh_constant * torch.tanh(raw / self.temperature)
             if unit_noise is not None:
-                unit_noise[:, t] *= NOISE_FACTOR * step.pow(2).mean().sqrt()
+                unit_noise[:, t] = _noise(step, unit_noise[:, t])
                 step = step + unit_noise[:, t]
             logits[:, t] = step
-            previous = torch.multinomial(functional.softmax(step, dim=-1), 1, generator=generator)[
-                :, 0
-            ]
+            chosen = torch.multinomial(functional.softmax(step, dim=-1), 1, generator=generator)
+            previous = chosen[:, 0]
             devices[:, t] = previous
         log_prob = functional.log_softmax(logits, dim=-1).gather(-1, devices[..., None])
         added = unit_noise if unit_noise is not None else torch.zeros(batch, G, D)
@@ -219,8 +219,10 @@ class HierarchicalPolicy(Policy):
 
     def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
         logits = self.grouper(self.unit_features)
-        added = _noise(logits, generator) if noise else torch.zeros(0)
-        groups, log_g = _sample(logits + added if noise else logits, generator)
+        # no noise: a scalar zero (adding it changes nothing; a [units, groups] one would)
+        unit = torch.randn(logits.shape, generator=generator) if noise else None
+        added = _noise(logits, unit) if unit is not None else torch.zeros(())
+        groups, log_g = _sample(logits + added, generator)
         op_group = groups.numpy()[self.units]
         embedding = group_embeddings(self.graph, op_group, self.num_groups)
         devices, placer_noise, log_p = self.placer.sample(embedding, batch, generator, noise)
@@ -234,8 +236,7 @@ class HierarchicalPolicy(Policy):
 
     def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logits = self.grouper(self.unit_features)
-        added = rollout.shared["grouper_noise"]
-        log_g = functional.log_softmax(logits + added if added.numel() else logits, dim=-1)
+        log_g = functional.log_softmax(logits + rollout.shared["grouper_noise"], dim=-1)
         grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
         # mean entropy over at most 4096 units (a fixed sample): its gradient over all of
         # GNMT's 34k units would double the grouper's cost

@@ -138,19 +138,18 @@ class PolicyGradientPlacer(Placer):
         rollout = self._rollout.first(len(placements))
         self._rollout = None
         costs = placement_costs(evaluation, self.failing_step_time)
+        mean_cost = float(costs.mean())
         if math.isnan(self.baseline):
-            self.baseline = float(costs.mean())
+            self.baseline = mean_cost
         advantages = torch.as_tensor(self.baseline - costs, dtype=torch.float32)
         stats = self.update(rollout, advantages)
-        self.baseline = self.baseline_decay * self.baseline + (1 - self.baseline_decay) * float(
-            costs.mean()
-        )
+        self.baseline = self.baseline_decay * self.baseline + (1 - self.baseline_decay) * mean_cost
         self.samples_seen += len(placements)
         elapsed = time.perf_counter() - self._asked_at
         self.metrics = {
             **stats,
             "train/baseline": self.baseline,
-            "train/mean_cost": float(costs.mean()),
+            "train/mean_cost": mean_cost,
             "train/samples_per_s": len(placements) / elapsed if elapsed > 0 else math.nan,
         }
 

@@ -41,6 +41,7 @@ from eagle.problem import Problem
 from simulator import Cluster, CostModel, SimulatorError, placement_from_json
 from simulator.executor import Program
 from simulator.graph import IntArray
+from simulator.placement import dealt_in_chunks
 from simulator.validation import Point, Validator, fidelity, scatter
 
 DEFAULTS: dict[str, str] = {
@@ -91,15 +92,12 @@ def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[s
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
         out[f"file:{path}"] = placement_from_json(doc, g, cluster)
-    units, num_units = problem.placement_units
-    # Chunks of the op order dealt round-robin to the devices: from few hand-offs (big
-    # chunks) to one every op (chunk 1), the placements a random start of a search sees.
+    # from one hand-off to one every other op (chunks of one op calibrate the hand-off)
     chunk = max(1, g.num_ops // 2)
     while chunk >= 2 and len(out) < n:
-        dealt = (np.arange(g.num_ops) // chunk) % cluster.num_devices
-        _, first = np.unique(units, return_index=True)  # each unit's first op
-        out[f"chunks:{chunk}"] = dealt[first][units]
+        out[f"chunks:{chunk}"] = dealt_in_chunks(g, chunk, cluster.num_devices)
         chunk //= 2
+    units, num_units = problem.placement_units
     rng = np.random.default_rng(seed)
     k = 0
     while len(out) < n:

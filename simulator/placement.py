@@ -118,3 +118,19 @@ def split_colocation_group(graph: OpGraph, placement: IntArray) -> str | None:
     np.maximum.at(hi, g, dev)
     split = np.flatnonzero(lo != hi)
     return graph.colocation_vocab[int(split[0])] if len(split) else None
+
+
+def dealt_in_chunks(graph: OpGraph, chunk: int, num_devices: int) -> IntArray:
+    """The op order cut into chunks of `chunk` ops, dealt to the devices in turn; a
+    colocation group goes where its first op does. From one hand-off (chunk = half the
+    graph, two devices) to one after every op (chunk 1): the placements that calibrate
+    and check the hand-off cost (`eagle-profile`, `eagle-validate`)."""
+    place = (np.arange(graph.num_ops, dtype=np.int64) // chunk) % num_devices
+    groups = graph.colocation_ids
+    members = np.flatnonzero(groups >= 0)
+    ids, first = np.unique(groups[members], return_index=True)
+    lead = np.zeros(len(graph.colocation_vocab), dtype=np.int64)
+    lead[ids] = place[members[first]]
+    place[members] = lead[groups[members]]
+    result: IntArray = place
+    return result

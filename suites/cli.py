@@ -34,7 +34,7 @@ from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, 
 from simulator.calibration import fit_link, fit_roofline
 from simulator.devices import DATASHEET, Roofline
 from simulator.executor import Executor, Program, handoff_latency
-from simulator.graph import IntArray
+from simulator.placement import dealt_in_chunks
 from simulator.profile import Profile
 from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
 from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture, trace_program
@@ -357,7 +357,7 @@ def _in_step_times(
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
         runner = Executor(Program(module, args), graph, cluster, model)
-        one, two = np.zeros(graph.num_ops, dtype=np.int64), _alternating(graph)
+        one, two = np.zeros(graph.num_ops, dtype=np.int64), dealt_in_chunks(graph, 1, 2)
         steps, extra, base = [], [], []
         for _ in range(rounds):
             step = runner.measure(one, warmup=2, repeats=7)
@@ -380,19 +380,6 @@ def _in_step_times(
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
     return max(0.0, float(np.median(per_suite))), hand_offs
-
-
-def _alternating(graph: OpGraph) -> IntArray:
-    """Every op on the other of two devices than the op before it; colocation groups on
-    the device of their first op."""
-    place = np.arange(graph.num_ops, dtype=np.int64) % 2
-    groups = graph.colocation_ids
-    members = np.flatnonzero(groups >= 0)
-    ids, first = np.unique(groups[members], return_index=True)
-    lead = np.zeros(len(graph.colocation_vocab), dtype=np.int64)
-    lead[ids] = place[members[first]]
-    place[members] = lead[groups[members]]
-    return place
 
 
 def profile_main(argv: list[str] | None = None) -> int:

@@ -261,3 +261,23 @@ def test_split_colocation_group(g):
     assert split_colocation_group(g, np.array([2, 1, 0])) == "w"
     plain = graph([{"name": "a", "t": 1}], [])
     assert split_colocation_group(plain, np.array([0])) is None
+
+
+def test_dealt_in_chunks_keeps_colocation_groups_with_their_first_op():
+    from simulator.placement import dealt_in_chunks
+    from tests.conftest import graph
+
+    # ops a b c d e; b and e share group g (b comes first)
+    g = graph(
+        [
+            {"name": "a", "t": 1},
+            {"name": "b", "t": 1, "colocation": "g"},
+            {"name": "c", "t": 1},
+            {"name": "d", "t": 1},
+            {"name": "e", "t": 1, "colocation": "g"},
+        ],
+        [],
+    )
+    assert dealt_in_chunks(g, 1, 2).tolist() == [0, 1, 0, 1, 1]
+    assert dealt_in_chunks(g, 2, 2).tolist() == [0, 0, 1, 1, 0]
+    assert dealt_in_chunks(g, 1, 3).tolist() == [0, 1, 2, 0, 1]
