@@ -93,3 +93,12 @@ def cached_small_suites(
 def problem(g: OpGraph, cluster: Cluster, suite: str = "hand") -> Problem:
     """A placement problem on a hand-made graph, priced by the cluster's default model."""
     return Problem(suite=suite, graph=g, cluster=cluster, cost_model=CostModel.default(cluster))
+
+
+def two_chains(length: int) -> OpGraph:
+    """Two chains with heavy internal edges, joined by one 1-byte edge: the best
+    2-way cut is that edge."""
+    ops = [{"name": f"{c}{i}", "t": 1} for c in "xy" for i in range(length)]
+    edges = [(f"{c}{i}", f"{c}{i + 1}", 1000) for c in "xy" for i in range(length - 1)]
+    edges.append((f"x{length // 2}", f"y{length // 2}", 1))
+    return graph(ops, edges)

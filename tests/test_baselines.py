@@ -8,9 +8,8 @@ import pytest
 from eagle.baselines import ExpertPlacer, MetisPlacer, RandomPlacer, SinglePlacer
 from eagle.errors import PlacerError
 from eagle.search import Budget, search
-from simulator import OpGraph
 from simulator.random_graphs import random_graph
-from tests.conftest import graph, problem, unit_cluster
+from tests.conftest import graph, problem, two_chains, unit_cluster
 
 
 def test_single_tries_every_device_and_keeps_the_one_that_fits():
@@ -40,6 +39,9 @@ def test_single_tries_every_device_and_keeps_the_one_that_fits():
     only = search(SinglePlacer(p, device="d1"), p, Budget(samples=10), progress=False)
     assert only.samples == 1 and not only.best_valid and only.best_reason == "oom:d1"
     assert "no single device" in only.notes[0]
+    cut = search(SinglePlacer(p), p, Budget(samples=2), progress=False)  # budget < devices
+    assert cut.samples == 2 and not cut.best_valid
+    assert cut.notes == ("no single device can run the whole step (d0: oom:d0, d1: oom:d1)",)
     with pytest.raises(PlacerError, match=r"gpu7.*devices: d0, d1, d2"):
         SinglePlacer(p, device="gpu7")
 
@@ -69,15 +71,6 @@ def test_expert_needs_a_builtin_suite(small_suites):
     )
     with pytest.raises(PlacerError, match=r"not a built-in suite.*inception_v3, gnmt, bert"):
         ExpertPlacer(problem(small_suites["gnmt"], cluster, suite="my_model"))
-
-
-def two_chains(length: int) -> OpGraph:
-    """Two chains with heavy internal edges, joined by one 1-byte edge: the best
-    2-way cut is that edge."""
-    ops = [{"name": f"{c}{i}", "t": 1} for c in "xy" for i in range(length)]
-    edges = [(f"{c}{i}", f"{c}{i + 1}", 1000) for c in "xy" for i in range(length - 1)]
-    edges.append((f"x{length // 2}", f"y{length // 2}", 1))
-    return graph(ops, edges)
 
 
 def test_metis_cuts_two_chains_at_their_one_light_edge():

@@ -36,6 +36,46 @@ def _integer_weights(values: npt.NDArray[Any]) -> IntArray:
     return result
 
 
+def unit_graph(problem: Problem) -> tuple[pymetis.CSRAdjacency, IntArray]:
+    """The undirected graph of placement units METIS reads: an edge wherever bytes flow
+    between two units, weighted by those bytes (both directions summed)."""
+    g = problem.graph
+    units, num_units = problem.placement_units
+    a, b = units[g.edge_src], units[g.edge_dst]
+    cross = a != b
+    a, b, w = a[cross], b[cross], g.edge_bytes[cross]
+    src, dst = np.concatenate([a, b]), np.concatenate([b, a])  # both directions
+    key = src * num_units + dst
+    uniq, inverse = np.unique(key, return_inverse=True)
+    summed = np.bincount(inverse, np.concatenate([w, w]))
+    src, dst = uniq // num_units, uniq % num_units
+    starts = np.zeros(num_units + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=num_units), out=starts[1:])
+    return pymetis.CSRAdjacency(starts, dst), _integer_weights(summed)
+
+
+def min_cut_groups(problem: Problem, parts: int, *, seed: int = 0) -> IntArray:
+    """Part of each placement unit in a `parts`-way balanced min-cut partition: units of
+    near-equal compute time (mean over the devices) with few bytes between parts. The
+    hierarchical planner's grouping prior (`eagle.hierarchical`); at most one unit per
+    part."""
+    units, num_units = problem.placement_units
+    parts = min(parts, num_units)
+    if parts <= 1:
+        return np.zeros(num_units, dtype=np.int64)
+    times = np.bincount(units, problem.op_times.mean(axis=1), minlength=num_units)
+    adjacency, eweights = unit_graph(problem)
+    _, part = pymetis.part_graph(
+        parts,
+        adjacency=adjacency,
+        vweights=_integer_weights(times),
+        eweights=eweights,
+        recursive=False,
+        options=pymetis.Options(seed=seed),
+    )
+    return np.asarray(part, dtype=np.int64)
+
+
 class MetisPlacer(Placer):
     def __init__(
         self,
@@ -65,22 +105,8 @@ class MetisPlacer(Placer):
             weights.append(np.bincount(self.units, footprint, minlength=num_units))
         self.ncon = len(weights)
         self.vweights = np.stack([_integer_weights(w) for w in weights], axis=1).ravel()
-        self.adjacency, self.eweights = self._unit_graph(num_units)
+        self.adjacency, self.eweights = unit_graph(problem)
         self.planned = 1 + (len(self.candidates) - 1) * trials
-
-    def _unit_graph(self, num_units: int) -> tuple[pymetis.CSRAdjacency, IntArray]:
-        g = self.problem.graph
-        a, b = self.units[g.edge_src], self.units[g.edge_dst]
-        cross = a != b
-        a, b, w = a[cross], b[cross], g.edge_bytes[cross]
-        src, dst = np.concatenate([a, b]), np.concatenate([b, a])  # both directions
-        key = src * num_units + dst
-        uniq, inverse = np.unique(key, return_inverse=True)
-        summed = np.bincount(inverse, np.concatenate([w, w]))
-        src, dst = uniq // num_units, uniq % num_units
-        starts = np.zeros(num_units + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=num_units), out=starts[1:])
-        return pymetis.CSRAdjacency(starts, dst), _integer_weights(summed)
 
     def partition(self, parts: int, seed: int) -> IntArray:
         """Part of each op for a k-way partition (k = `parts`), part 0 on the fastest device."""

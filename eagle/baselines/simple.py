@@ -37,13 +37,12 @@ class SinglePlacer(Placer):
     def tell(self, placements: IntArray, evaluation: Evaluation) -> None:
         self.done = True
         names = self.problem.cluster.device_names
-        invalid = [
-            f"{names[d]}: {r}" for d, r in zip(self.devices, evaluation.reasons, strict=True) if r
-        ]
+        tried = self.devices[: len(placements)]  # the budget may cut the batch short
+        invalid = [f"{names[d]}: {r}" for d, r in zip(tried, evaluation.reasons, strict=True) if r]
         if not evaluation.valid.any():
             self.notes.append(f"no single device can run the whole step ({', '.join(invalid)})")
         elif invalid:
-            best = self.devices[int(np.argmin(np.where(evaluation.valid, evaluation.step_time,
+            best = tried[int(np.argmin(np.where(evaluation.valid, evaluation.step_time,
                                                        np.inf)))]  # fmt: skip
             self.notes.append(f"best device {names[best]}; invalid: {', '.join(invalid)}")
 
