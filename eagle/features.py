@@ -74,3 +74,40 @@ def per_unit_mean(
     counts = np.bincount(units, minlength=num_units).astype(np.float64)
     result: Float32Array = (sums / np.maximum(counts, 1.0)[:, None]).astype(np.float32)
     return result
+
+
+def topological_depth(graph: OpGraph) -> IntArray:
+    """Longest path, in edges, from any source to each op (ops are stored in topological
+    order, so one pass over them suffices)."""
+    depth = np.zeros(graph.num_ops, dtype=np.int64)
+    for v in range(graph.num_ops):
+        preds = graph.in_src[graph.in_ptr[v] : graph.in_ptr[v + 1]]
+        if len(preds):
+            depth[v] = depth[preds].max() + 1
+    return depth
+
+
+def _standardized(columns: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each column to zero mean and unit variance over the graph (constant columns: 0)."""
+    std = columns.std(axis=0)
+    result: npt.NDArray[np.float64] = (columns - columns.mean(axis=0)) / np.where(
+        std > 0, std, 1.0
+    )
+    return result
+
+
+def eagle_features(graph: OpGraph, op_times: npt.NDArray[np.float64]) -> Float32Array:
+    """EAGLE's numeric per-op inputs (Lan et al., IPDPS 2021, Sec. III: "improving the
+    inputs"), [num_ops, device columns + 3]; the op type enters as a learned embedding
+    (`eagle.eagle_placer`), not here.
+
+    - log of the op's cost-model time on each column of `op_times` (the caller passes one
+      device of each type), output bytes and parameter bytes (log2(1 + bytes)): each
+      standardized over the graph, so a 15 ms and a 3 s step look alike to the network;
+    - topological depth / the graph's maximum depth, in [0, 1]."""
+    times = np.log(np.maximum(op_times, 1e-9))
+    sizes = np.log2(1.0 + np.stack([graph.output_bytes, graph.param_bytes], axis=1))
+    depth = topological_depth(graph).astype(np.float64)
+    depth = depth / max(float(depth.max()), 1.0) if len(depth) else depth
+    columns = np.concatenate([_standardized(times), _standardized(sizes), depth[:, None]], 1)
+    return columns.astype(np.float32)

@@ -27,15 +27,17 @@ Measured on p100x4, seed 0, before it existed:
   the expert's majority device per chunk gives 1.08-1.49 s against its 0.89 s, and
   training on it plateaued at 1.05 s after 8000 samples;
 - with min-cut groups, even random GPU placements of 64 groups take 0.89-0.97 s.
-The prior is a bonus, not a replacement: the grouper network still learns and may move
-an op when the reward says so. At 20 nats the grouping stays near the partition within
-our budgets (grouper entropy ~1e-4 nats per op), so mainly the placer learns.
-`grouping_prior: 0` is the reference's grouper.
+The prior is added to the grouper network's logits, so a trained network could move an
+op; but at 20 nats the gradient on an op's prior group is ~G e^-20, and in practice the
+grouping is the partition (grouper entropy ~1e-4 nats per op) and only the placer
+learns. The partition depends on the seed (METIS's own), so seeds differ in grouping
+too. `grouping_prior: 0` is the reference's grouper.
 
 Per iteration the grouper samples one grouping and the placer `batch_size` placements of
 its groups (the paper: m = 1 grouping, k = 4 placements; we default to 16, see the agent
 config). Early on, Gaussian noise of
-0.5x the logits' root-mean-square is added to both networks' logits
+0.5x the logits' root-mean-square is added to both networks' logits (the grouper's
+without the prior, a constant)
 (`logits_std_noise = 0.5` in the reference), and the log-probabilities are those of the
 noisy logits the samples were drawn from.
 
@@ -87,6 +89,11 @@ def _sample(logits: torch.Tensor, generator: torch.Generator) -> tuple[torch.Ten
     # side="right": a draw of exactly 0 must not pick a leading zero-probability category
     chosen = torch.searchsorted(cdf, u, side="right").clamp_(max=logits.shape[1] - 1)
     return chosen[:, 0], log_p.gather(1, chosen)[:, 0]
+
+
+def group_embedding_size(graph: OpGraph, num_groups: int) -> int:
+    """Width of a row of `group_embeddings`."""
+    return 2 * num_groups + len(graph.type_vocab) + 1
 
 
 def group_embeddings(graph: OpGraph, op_group: IntArray, num_groups: int) -> torch.Tensor:
@@ -192,8 +199,94 @@ class Seq2SeqPlacer(nn.Module):
         return chosen, entropy
 
 
-class HierarchicalPolicy(Policy):
+class GroupThenPlacePolicy(Policy):
+    """What the hierarchical planner and EAGLE share: sample a grouping of the placement
+    units (the grouper's logits plus the grouping prior), then place the groups with the
+    seq2seq placer. Subclasses build `self.grouper` and `self.placer` and say what each
+    reads: `grouper_inputs` (per unit) and `placer_inputs` (per group)."""
+
+    grouper: nn.Module
+    placer: Seq2SeqPlacer
+
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        num_groups: int,
+        grouping_prior: float,
+        devices: str,
+        seed: int,
+    ) -> None:
+        super().__init__()
+        if num_groups < 1:
+            raise ValueError(f"agent.num_groups must be at least 1, got {num_groups}")
+        if grouping_prior < 0:
+            raise ValueError(f"agent.grouping_prior must be >= 0, got {grouping_prior}")
+        self.graph, self.num_groups = problem.graph, num_groups
+        self.units, self.num_units = problem.placement_units
+        self.candidates = problem.devices(devices)
+        self.decisions = {"grouper": self.num_units, "placer": num_groups}
+        sample = np.random.default_rng(0).permutation(self.num_units)[:4096]
+        self.entropy_units = torch.from_numpy(np.sort(sample))
+        prior = torch.zeros(self.num_units, num_groups)
+        if grouping_prior > 0:
+            parts = min_cut_groups(problem, num_groups, self.candidates, seed=seed)
+            prior[torch.arange(self.num_units), torch.from_numpy(parts)] = grouping_prior
+        # recomputed from the graph, so kept out of checkpoints
+        self.register_buffer("prior", prior, persistent=False)
+
+    def grouper_inputs(self) -> torch.Tensor:
+        """[units, features] the grouper reads."""
+        raise NotImplementedError
+
+    def placer_inputs(
+        self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
+    ) -> torch.Tensor:
+        """[groups, features] the placer reads, from the sampled grouping: its embedding
+        (`group_embeddings`), the group of each unit [units], and the grouper's final
+        logits [units, groups] (with the prior and any noise)."""
+        raise NotImplementedError
+
+    def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
+        logits = self.grouper(self.grouper_inputs())
+        # no noise: a scalar zero (adding it changes nothing; a [units, groups] one would).
+        # Its scale is the network's logits': the prior is a constant, not a prediction.
+        unit = torch.randn(logits.shape, generator=generator) if noise else None
+        added = _noise(logits, unit) if unit is not None else torch.zeros(())
+        logits = logits + self.prior + added
+        groups, log_g = _sample(logits, generator)
+        op_group = groups.numpy()[self.units]
+        embedding = group_embeddings(self.graph, op_group, self.num_groups)
+        inputs = self.placer_inputs(embedding, groups, logits)
+        devices, placer_noise, log_p = self.placer.sample(inputs, batch, generator, noise)
+        placements = self.candidates[devices.numpy()[:, op_group]]
+        return Rollout(
+            placements,
+            log_p + log_g.sum(),
+            per_sample={"devices": devices, "placer_noise": placer_noise},
+            shared={"groups": groups, "grouper_noise": added, "embedding": embedding},
+        )
+
+    def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        logits = self.grouper(self.grouper_inputs()) + self.prior + rollout.shared["grouper_noise"]
+        log_g = functional.log_softmax(logits, dim=-1)
+        grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
+        # mean entropy over at most 4096 units (a fixed sample): its gradient over all of
+        # GNMT's 34k units would double the grouper's cost
+        some = log_g[self.entropy_units]
+        grouper_entropy = -(some.exp() * some).sum(dim=1).mean()
+        placing, placer_entropy = self.placer.log_prob(
+            self.placer_inputs(rollout.shared["embedding"], rollout.shared["groups"], logits),
+            rollout.per_sample["devices"],
+            rollout.per_sample["placer_noise"],
+        )
+        return placing + grouping, {"grouper": grouper_entropy, "placer": placer_entropy}
+
+
+class HierarchicalPolicy(GroupThenPlacePolicy):
     """Grouper + group embeddings + seq2seq placer (module docstring)."""
+
+    unit_features: torch.Tensor
 
     def __init__(
         self,
@@ -207,75 +300,40 @@ class HierarchicalPolicy(Policy):
         normalize_features: bool,
         grouping_prior: float,
         devices: str,
+        seed: int,
     ) -> None:
-        super().__init__()
-        if num_groups < 1:
-            raise ValueError(f"agent.num_groups must be at least 1, got {num_groups}")
-        if grouping_prior < 0:
-            raise ValueError(f"agent.grouping_prior must be >= 0, got {grouping_prior}")
-        graph = problem.graph
-        self.graph, self.num_groups = graph, num_groups
-        self.units, num_units = problem.placement_units
-        self.candidates = problem.devices(devices)
-        self.decisions = {"grouper": num_units, "placer": num_groups}
-        sample = np.random.default_rng(0).permutation(num_units)[:4096]
-        self.entropy_units = torch.from_numpy(np.sort(sample))
-        ops = hierarchical_features(graph, normalize=normalize_features)
+        super().__init__(
+            problem,
+            num_groups=num_groups,
+            grouping_prior=grouping_prior,
+            devices=devices,
+            seed=seed,
+        )
+        ops = hierarchical_features(self.graph, normalize=normalize_features)
         self.register_buffer(
             "unit_features",
-            torch.from_numpy(per_unit_mean(ops, self.units, num_units)),
-            persistent=False,  # recomputed from the graph: kept out of checkpoints
+            torch.from_numpy(per_unit_mean(ops, self.units, self.num_units)),
+            persistent=False,
         )
-        prior = torch.zeros(num_units, num_groups)
-        if grouping_prior > 0:
-            parts = torch.from_numpy(min_cut_groups(problem, num_groups))
-            prior[torch.arange(num_units), parts] = grouping_prior
-        self.register_buffer("prior", prior, persistent=False)
         self.grouper = nn.Sequential(
             nn.Linear(ops.shape[1], grouper_hidden, bias=False),
             nn.Linear(grouper_hidden, num_groups, bias=False),
         )
-        in_features = 2 * num_groups + len(graph.type_vocab) + 1
         self.placer = Seq2SeqPlacer(
-            in_features,
+            group_embedding_size(self.graph, num_groups),
             len(self.candidates),
             hidden=hidden,
             temperature=temperature,
             tanh_constant=tanh_constant,
         )
 
-    def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
-        logits = self.grouper(self.unit_features)
-        # no noise: a scalar zero (adding it changes nothing; a [units, groups] one would).
-        # Its scale is the network's logits': the prior is a constant, not a prediction.
-        unit = torch.randn(logits.shape, generator=generator) if noise else None
-        added = _noise(logits, unit) if unit is not None else torch.zeros(())
-        groups, log_g = _sample(logits + self.prior + added, generator)
-        op_group = groups.numpy()[self.units]
-        embedding = group_embeddings(self.graph, op_group, self.num_groups)
-        devices, placer_noise, log_p = self.placer.sample(embedding, batch, generator, noise)
-        placements = self.candidates[devices.numpy()[:, op_group]]
-        return Rollout(
-            placements,
-            log_p + log_g.sum(),
-            per_sample={"devices": devices, "placer_noise": placer_noise},
-            shared={"groups": groups, "grouper_noise": added, "embedding": embedding},
-        )
+    def grouper_inputs(self) -> torch.Tensor:
+        return self.unit_features
 
-    def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        logits = self.grouper(self.unit_features) + self.prior + rollout.shared["grouper_noise"]
-        log_g = functional.log_softmax(logits, dim=-1)
-        grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
-        # mean entropy over at most 4096 units (a fixed sample): its gradient over all of
-        # GNMT's 34k units would double the grouper's cost
-        some = log_g[self.entropy_units]
-        grouper_entropy = -(some.exp() * some).sum(dim=1).mean()
-        placing, placer_entropy = self.placer.log_prob(
-            rollout.shared["embedding"],
-            rollout.per_sample["devices"],
-            rollout.per_sample["placer_noise"],
-        )
-        return placing + grouping, {"grouper": grouper_entropy, "placer": placer_entropy}
+    def placer_inputs(
+        self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
+    ) -> torch.Tensor:
+        return embedding
 
 
 class HierarchicalPlacer(PolicyGradientPlacer):
@@ -315,6 +373,7 @@ class HierarchicalPlacer(PolicyGradientPlacer):
                 normalize_features=normalize_features,
                 grouping_prior=grouping_prior,
                 devices=devices,
+                seed=seed,
             )
         super().__init__(
             problem,

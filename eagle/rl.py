@@ -6,7 +6,7 @@ plugs it into the search loop's ask-and-tell interface (`eagle.placer`):
 
     ask:  sample a batch of placements (no gradients), keep the `Rollout`
     tell: cost of each placement -> advantage against a moving-average baseline
-          -> `update` (REINFORCE here; a subclass may replace it, e.g. with PPO)
+          -> `update` (REINFORCE, or PPO with `algo="ppo"`)
           -> baseline update -> metrics (`train/...`)
 
 The reward is the hierarchical planner's: the cost of a placement is sqrt(step time in
@@ -19,6 +19,14 @@ first placements are valid, starting at the failing cost gives every early sampl
 large positive advantage, and the policy collapses onto whatever it drew first
 (measured on the toy graphs of `tests/test_hierarchical.py`: placer entropy near 0 and
 no seed within 5% of the optimum, with or without this project's other defaults).
+
+PPO (Schulman et al. 2017; EAGLE trains with it, as the same authors' Post and Mars do)
+takes `ppo_epochs` steps on each batch with the clipped objective. A placement is
+hundreds to tens of thousands of decisions, and the ratio of two such joint
+probabilities overflows after any step, so the ratio is taken per decision: the
+geometric mean exp((log p - log p_old) / decisions), clipped to 1 +- `ppo_clip` (the
+length-normalized sequence ratio of GSPO, Zheng et al. 2025). Its advantages are divided
+by their standard deviation in the batch, so one clip range fits every step-time scale.
 """
 
 from __future__ import annotations
@@ -81,10 +89,10 @@ def placement_costs(evaluation: Evaluation, failing_step_time: float) -> FloatAr
 
 
 class PolicyGradientPlacer(Placer):
-    """Runs a `Policy` in the search loop: REINFORCE with a moving-average baseline,
-    Adam, gradient-norm clipping, and logit noise for the first `noise_samples`.
-    `entropy_coef` adds an entropy bonus per choice, relative to the advantages' mean
-    size (the reference has none: 0 by default)."""
+    """Runs a `Policy` in the search loop: REINFORCE (or PPO, `algo="ppo"`) with a
+    moving-average baseline, Adam, gradient-norm clipping, and logit noise for the first
+    `noise_samples`. `entropy_coef` adds an entropy bonus per choice, relative to the
+    advantages' mean size (the reference has none: 0 by default)."""
 
     def __init__(
         self,
@@ -100,10 +108,16 @@ class PolicyGradientPlacer(Placer):
         noise_samples: int = 750,
         entropy_coef: float = 0.0,
         devices: str = "all",
+        algo: str = "reinforce",
+        ppo_epochs: int = 4,
+        ppo_clip: float = 0.2,
     ) -> None:
         super().__init__(problem, seed=seed)
+        if algo not in ("reinforce", "ppo"):
+            raise ValueError(f"agent.algo must be 'reinforce' or 'ppo', got {algo!r}")
         for name, value in (("batch_size", batch_size), ("lr", lr), ("grad_clip", grad_clip),
-                            ("failing_factor", failing_factor)):  # fmt: skip
+                            ("failing_factor", failing_factor), ("ppo_epochs", ppo_epochs),
+                            ("ppo_clip", ppo_clip)):  # fmt: skip
             if value <= 0:
                 raise ValueError(f"agent.{name} must be positive, got {value}")
         if not 0 <= baseline_decay < 1:
@@ -114,6 +128,7 @@ class PolicyGradientPlacer(Placer):
         self.baseline_decay = baseline_decay
         self.noise_samples = noise_samples
         self.entropy_coef = entropy_coef
+        self.algo, self.ppo_epochs, self.ppo_clip = algo, ppo_epochs, ppo_clip
         self.generator = torch.Generator().manual_seed(seed)
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
         # The failing cost is fixed per problem: `failing_factor` x the step on the fastest
@@ -154,22 +169,39 @@ class PolicyGradientPlacer(Placer):
         }
 
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> dict[str, float]:
-        """One REINFORCE step on the rollout; returns `train/...` statistics."""
-        log_prob, entropies = self.policy.log_prob(rollout)
+        """One REINFORCE step, or `ppo_epochs` PPO steps, on the rollout; returns
+        `train/...` statistics of the last step."""
+        epochs = 1
+        if self.algo == "ppo":
+            epochs = self.ppo_epochs
+            spread = advantages.std() if len(advantages) > 1 else torch.tensor(0.0)
+            advantages = advantages / spread if spread > 0 else advantages
         # the bonus is scaled by the advantages' size, so that one coefficient means the
         # same for step times of milliseconds (cpu2) and of seconds (p100x4)
         scale = advantages.abs().mean()
-        bonus = sum(h * self.policy.decisions[name] for name, h in entropies.items())
-        loss = -(advantages * log_prob).mean() - self.entropy_coef * scale * bonus
-        self.optimizer.zero_grad()
-        loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)
-        self.optimizer.step()
-        return {
-            "train/loss": float(loss.detach()),
-            "train/grad_norm": float(grad_norm),
-            **{f"train/{k}_entropy": float(v.detach()) for k, v in entropies.items()},
-        }
+        decisions = sum(self.policy.decisions.values())
+        stats: dict[str, float] = {}
+        for _ in range(epochs):
+            log_prob, entropies = self.policy.log_prob(rollout)
+            if self.algo == "ppo":
+                ratio = torch.exp((log_prob - rollout.log_prob) / decisions)
+                clipped = ratio.clamp(1 - self.ppo_clip, 1 + self.ppo_clip)
+                objective = torch.minimum(ratio * advantages, clipped * advantages)
+                stats["train/clip_fraction"] = float((ratio != clipped).float().mean())
+            else:
+                objective = advantages * log_prob
+            bonus = sum(h * self.policy.decisions[name] for name, h in entropies.items())
+            loss = -objective.mean() - self.entropy_coef * scale * bonus
+            self.optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)
+            self.optimizer.step()
+            stats |= {
+                "train/loss": float(loss.detach()),
+                "train/grad_norm": float(grad_norm),
+                **{f"train/{k}_entropy": float(v.detach()) for k, v in entropies.items()},
+            }
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         return {

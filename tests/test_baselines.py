@@ -41,7 +41,10 @@ def test_single_tries_every_device_and_keeps_the_one_that_fits():
     assert "no single device" in only.notes[0]
     cut = search(SinglePlacer(p), p, Budget(samples=2), progress=False)  # budget < devices
     assert cut.samples == 2 and not cut.best_valid
-    assert cut.notes == ("no single device can run the whole step (d0: oom:d0, d1: oom:d1)",)
+    assert cut.notes == (
+        "none of the 2 devices tried before the budget ran out can run the whole step "
+        "(d0: oom:d0, d1: oom:d1)",
+    )
     with pytest.raises(PlacerError, match=r"gpu7.*devices: d0, d1, d2"):
         SinglePlacer(p, device="gpu7")
 

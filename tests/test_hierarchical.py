@@ -1,12 +1,13 @@
 """The hierarchical planner: features, group embeddings, the two log-probability passes
 agreeing, colocation, determinism, resume, and learning known optima on toy graphs.
 
-Learning, measured with batch 16, lr 0.03 and a small network (8 groups, hidden 32),
-1000 samples, seeds 0-4, with the default grouping prior: within 5% of the optimum on
-every toy below for 5 of 5 seeds (the test requires 4). With the reference's grouper
-alone (`grouping_prior=0`) it was 4 of 5 on "8+4+4+4 on 3" and "2x8 on 2", 5 of 5 on
-"3x6 on 2" (asserted: 4), 0 of 5 on "4x6 on 4" (its near-uniform groups mix the chains)
-and 1 of 5 on "fork-join 3x4 on 3".
+Learning is checked with the reference's grouper (`grouping_prior=0`): with the prior,
+the toys' min-cut groups are the chains themselves, and even an untrained policy finds
+the optimum. Measured with batch 16, lr 0.03 and a small network (8 groups, hidden 32),
+1000 samples, seeds 0-4: within 5% of the optimum on "8+4+4+4 on 3" (4 of 5 seeds),
+"3x6 on 2" (5 of 5) and "2x8 on 2" (4 of 5), which the test requires (4). It does not on
+"4x6 on 4" (0 of 5; the grouper stays near uniform, so its groups mix the chains) nor
+"fork-join 3x4 on 3" (1 of 5): kept in TOYS as known hard cases, not asserted.
 """
 
 from __future__ import annotations
@@ -62,18 +63,20 @@ def test_features_of_a_graph_without_edges():
 
 def test_min_cut_groups_split_two_chains_at_their_light_edge():
     p = problem(two_chains(30), unit_cluster(2))
-    parts = min_cut_groups(p, 2)
+    devices = p.devices("all")
+    parts = min_cut_groups(p, 2, devices)
     assert set(parts[:30].tolist()) == {parts[0]} and set(parts[30:].tolist()) == {parts[30]}
     assert parts[0] != parts[30]
-    assert min_cut_groups(p, 1).tolist() == [0] * 60
-    assert len(set(min_cut_groups(p, 500).tolist())) <= 60  # never more parts than units
+    assert min_cut_groups(p, 1, devices).tolist() == [0] * 60
+    many = min_cut_groups(p, 500, devices)  # never more parts than units
+    assert len(many) == 60 and many.min() >= 0 and many.max() < 60
 
 
 def test_grouping_prior_starts_the_grouper_on_the_min_cut_partition():
     p = problem(two_chains(30), unit_cluster(2))
     with_prior = HierarchicalPlacer(p, seed=0, **SMALL | {"num_groups": 2})
     rollout = with_prior.policy.sample(1, torch.Generator().manual_seed(0), noise=True)
-    assert rollout.shared["groups"].tolist() == min_cut_groups(p, 2).tolist()
+    assert rollout.shared["groups"].tolist() == min_cut_groups(p, 2, p.devices("all")).tolist()
     # without it (the reference's grouper) the untrained grouper mixes the chains
     reference = HierarchicalPlacer(p, seed=0, **SMALL | {"num_groups": 2, "grouping_prior": 0})
     groups = reference.policy.sample(1, torch.Generator().manual_seed(0), noise=True).shared
@@ -202,13 +205,13 @@ TOYS = {
 }
 
 
-@pytest.mark.parametrize(("name", "prior"), [(name, 20.0) for name in TOYS] + [("3x6 on 2", 0.0)])
-def test_reaches_the_known_optimum_on_toy_graphs(name, prior):
+@pytest.mark.parametrize("name", ["8+4+4+4 on 3", "3x6 on 2", "2x8 on 2"])
+def test_reaches_the_known_optimum_on_toy_graphs(name):
     g, devices, optimum = TOYS[name]
     toy = problem(g, unit_cluster(devices))
     hits = 0
     for seed in range(5):
-        result = run(toy, samples=1000, seed=seed, grouping_prior=prior)
+        result = run(toy, samples=1000, seed=seed, grouping_prior=0.0)
         hits += result.best_valid and result.best_step_time <= 1.05 * optimum
     assert hits >= 4, f"{name}: within 5% of the optimum for {hits} of 5 seeds"
 

@@ -54,16 +54,16 @@ def unit_graph(problem: Problem) -> tuple[pymetis.CSRAdjacency, IntArray]:
     return pymetis.CSRAdjacency(starts, dst), _integer_weights(summed)
 
 
-def min_cut_groups(problem: Problem, parts: int, *, seed: int = 0) -> IntArray:
+def min_cut_groups(problem: Problem, parts: int, devices: IntArray, *, seed: int = 0) -> IntArray:
     """Part of each placement unit in a `parts`-way balanced min-cut partition: units of
-    near-equal compute time (mean over the devices) with few bytes between parts. The
-    hierarchical planner's grouping prior (`eagle.hierarchical`); at most one unit per
-    part."""
+    near-equal compute time (mean over `devices`) with few bytes between parts. The
+    hierarchical planner's grouping prior (`eagle.hierarchical`). Never more parts than
+    units; a part may be empty."""
     units, num_units = problem.placement_units
     parts = min(parts, num_units)
     if parts <= 1:
         return np.zeros(num_units, dtype=np.int64)
-    times = np.bincount(units, problem.op_times.mean(axis=1), minlength=num_units)
+    times = np.bincount(units, problem.op_times[:, devices].mean(axis=1), minlength=num_units)
     adjacency, eweights = unit_graph(problem)
     _, part = pymetis.part_graph(
         parts,

@@ -40,7 +40,12 @@ class SinglePlacer(Placer):
         tried = self.devices[: len(placements)]  # the budget may cut the batch short
         invalid = [f"{names[d]}: {r}" for d, r in zip(tried, evaluation.reasons, strict=True) if r]
         if not evaluation.valid.any():
-            self.notes.append(f"no single device can run the whole step ({', '.join(invalid)})")
+            who = (
+                "no single device"
+                if len(tried) == len(self.devices)
+                else (f"none of the {len(tried)} devices tried before the budget ran out")
+            )
+            self.notes.append(f"{who} can run the whole step ({', '.join(invalid)})")
         elif invalid:
             best = tried[int(np.argmin(np.where(evaluation.valid, evaluation.step_time,
                                                        np.inf)))]  # fmt: skip
