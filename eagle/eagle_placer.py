@@ -104,8 +104,9 @@ class EaglePolicy(GroupThenPlacePolicy):
             torch.from_numpy(per_unit_mean(numeric, self.units, self.num_units)),
             persistent=False,
         )
-        self.register_buffer("op_types", torch.from_numpy(np.array(graph.type_ids)), persistent=False)
-        self.register_buffer("unit_of_op", torch.from_numpy(np.array(self.units)), persistent=False)
+        types, units = torch.tensor(graph.type_ids), torch.tensor(self.units)  # copies
+        self.register_buffer("op_types", types, persistent=False)
+        self.register_buffer("unit_of_op", units, persistent=False)
         counts = np.bincount(self.units, minlength=self.num_units).astype(np.float32)
         self.register_buffer("ops_per_unit", torch.from_numpy(counts)[:, None], persistent=False)
         self.grouper = nn.Sequential(
@@ -169,7 +170,7 @@ class EaglePlacer(PolicyGradientPlacer):
         num_groups: int = 32,
         grouping_prior: float = 20.0,
         batch_size: int = 16,
-        lr: float = 0.003,
+        lr: float = 0.0003,
         grad_clip: float = 1.0,
         baseline_decay: float = 0.9,
         failing_factor: float = 100.0,

@@ -90,9 +90,7 @@ def topological_depth(graph: OpGraph) -> IntArray:
 def _standardized(columns: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each column to zero mean and unit variance over the graph (constant columns: 0)."""
     std = columns.std(axis=0)
-    result: npt.NDArray[np.float64] = (columns - columns.mean(axis=0)) / np.where(
-        std > 0, std, 1.0
-    )
+    result: npt.NDArray[np.float64] = (columns - columns.mean(axis=0)) / np.where(std > 0, std, 1.0)
     return result
 
 

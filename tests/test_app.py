@@ -69,6 +69,17 @@ def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_
     assert pd.read_csv(tmp_path / "metrics.csv").samples.tolist() == [16, 32, 48, 64]
 
 
+def test_eagle_agent_runs_and_the_ablation_names_each_variant(cached_small_suites, tmp_path):
+    small = ("agent=eagle", "suite=bert", "suite.variant=small", "agent.hidden=32",
+             "budget.samples=32")  # fmt: skip
+    summary = run(cfg(*small), tmp_path)
+    assert summary["agent"] == "eagle" and summary["samples"] == 32
+    assert "train/clip_fraction" in pd.read_csv(tmp_path / "metrics.csv").columns
+    variant = cfg("experiment=ablation", "agent.link=none", "agent.algo=reinforce")
+    assert variant.agent._target_.endswith("EaglePlacer")
+    assert variant.run_name == ("bert__eagle-link_none-features_eagle-algo_reinforce__p100x4__0")
+
+
 def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path):
     c = cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=128")
     first = run(c, tmp_path)

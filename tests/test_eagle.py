@@ -105,11 +105,11 @@ def test_ppo_ratio_is_per_decision_and_clipped(toy):
     )
     # at lr 0.5 three epochs move the policy beyond the clip range for some samples
     assert 0 < stats["train/clip_fraction"] <= 1
-    with pytest.raises(ValueError, match="agent.algo"):
+    with pytest.raises(ValueError, match=r"agent\.algo"):
         EaglePlacer(toy, algo="a2c")
-    with pytest.raises(ValueError, match="agent.link"):
+    with pytest.raises(ValueError, match=r"agent\.link"):
         EaglePlacer(toy, link="lstm")
-    with pytest.raises(ValueError, match="agent.features"):
+    with pytest.raises(ValueError, match=r"agent\.features"):
         EaglePlacer(toy, features="raw")
 
 
