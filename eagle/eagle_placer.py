@@ -5,11 +5,12 @@ changes, each a switch so that one sweep ablates them (`experiment=ablation`):
 1. `link: rnn` - an extra RNN links the grouper to the placer, "to transform parameters
    of the grouper into inputs of the placer", so the placer's gradient reaches the
    grouper and the two train as one network. The paper gives no more detail; we chose:
-   - what it reads: the grouper's *soft* assignment P (units x groups, the softmax of
-     its logits) aggregated with the unit features: per group, the P-weighted mean of
-     the features and the log of its expected size (sum of P over units, relative to an
-     even split). It is differentiable in the grouper's weights; the sampled, hard
-     grouping still decides which ops share a device;
+   - what it reads: the grouper network's *soft* assignment P (units x groups, the
+     softmax of its logits without the grouping prior, which would saturate it and stop
+     the gradient) aggregated with the unit features: per group, the P-weighted mean of
+     the unit features and log(1 + its expected size relative to an even split). It is
+     differentiable in the grouper's weights; the sampled, hard grouping (prior
+     included) still decides which ops share a device;
    - the RNN: a bidirectional GRU over the groups in index order (a GRU: fewer weights
      than an LSTM for the same job, and the placer already has LSTMs; bidirectional: a
      group's input then depends on every other group, as the placer's encoder does);
@@ -40,8 +41,8 @@ from eagle.rl import PolicyGradientPlacer
 
 
 def one_device_per_type(problem: Problem, candidates: np.ndarray) -> list[int]:
-    """The first candidate device of each device type: the columns of `op_times` whose
-    times differ (devices of one type have the same time for an op)."""
+    """The first candidate device of each device type (by the cluster's type name):
+    devices of one type have the same time for every op, so one column each is enough."""
     seen: dict[str, int] = {}
     for d in candidates.tolist():
         seen.setdefault(problem.cluster.devices[d].type, d)
@@ -84,7 +85,6 @@ class EaglePolicy(GroupThenPlacePolicy):
             raise ValueError(f"agent.features must be 'eagle' or 'hierarchical', got {features!r}")
         if link not in ("rnn", "none"):
             raise ValueError(f"agent.link must be 'rnn' or 'none', got {link!r}")
-        self.features, self.link = features, link
         graph = self.graph
         if features == "eagle":
             times = problem.op_times[:, one_device_per_type(problem, self.candidates)]

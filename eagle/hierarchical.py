@@ -243,8 +243,9 @@ class GroupThenPlacePolicy(Policy):
         self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
     ) -> torch.Tensor:
         """[groups, features] the placer reads, from the sampled grouping: its embedding
-        (`group_embeddings`), the group of each unit [units], and the grouper's final
-        logits [units, groups] (with the prior and any noise)."""
+        (`group_embeddings`), the group of each unit [units], and the grouper network's
+        logits [units, groups] (with any noise, without the prior: a 20-nat prior would
+        saturate a softmax of them and stop their gradient)."""
         raise NotImplementedError
 
     def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
@@ -253,8 +254,8 @@ class GroupThenPlacePolicy(Policy):
         # Its scale is the network's logits': the prior is a constant, not a prediction.
         unit = torch.randn(logits.shape, generator=generator) if noise else None
         added = _noise(logits, unit) if unit is not None else torch.zeros(())
-        logits = logits + self.prior + added
-        groups, log_g = _sample(logits, generator)
+        logits = logits + added
+        groups, log_g = _sample(logits + self.prior, generator)
         op_group = groups.numpy()[self.units]
         embedding = group_embeddings(self.graph, op_group, self.num_groups)
         inputs = self.placer_inputs(embedding, groups, logits)
@@ -268,8 +269,8 @@ class GroupThenPlacePolicy(Policy):
         )
 
     def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        logits = self.grouper(self.grouper_inputs()) + self.prior + rollout.shared["grouper_noise"]
-        log_g = functional.log_softmax(logits, dim=-1)
+        logits = self.grouper(self.grouper_inputs()) + rollout.shared["grouper_noise"]
+        log_g = functional.log_softmax(logits + self.prior, dim=-1)
         grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
         # mean entropy over at most 4096 units (a fixed sample): its gradient over all of
         # GNMT's 34k units would double the grouper's cost

@@ -27,6 +27,9 @@ probabilities overflows after any step, so the ratio is taken per decision: the
 geometric mean exp((log p - log p_old) / decisions), clipped to 1 +- `ppo_clip` (the
 length-normalized sequence ratio of GSPO, Zheng et al. 2025). Its advantages are divided
 by their standard deviation in the batch, so one clip range fits every step-time scale.
+Known limitation: the mean runs over the grouper's and the placer's decisions together,
+so when the grouper barely moves (a strong grouping prior) a large change in the
+placer's few decisions is diluted and the clip rarely binds.
 """
 
 from __future__ import annotations
@@ -174,8 +177,12 @@ class PolicyGradientPlacer(Placer):
         epochs = 1
         if self.algo == "ppo":
             epochs = self.ppo_epochs
+            # by the batch's spread; with one sample or no spread, by the baseline's size,
+            # so the advantages are never left in sqrt-seconds
             spread = advantages.std() if len(advantages) > 1 else torch.tensor(0.0)
-            advantages = advantages / spread if spread > 0 else advantages
+            if not spread > 0:
+                spread = torch.tensor(max(abs(self.baseline), 1e-12))
+            advantages = advantages / spread
         # the bonus is scaled by the advantages' size, so that one coefficient means the
         # same for step times of milliseconds (cpu2) and of seconds (p100x4)
         scale = advantages.abs().mean()
