@@ -197,7 +197,8 @@ class PolicyGradientPlacer(Placer):
                 stats["train/clip_fraction"] = float((ratio != clipped).float().mean())
             else:
                 objective = advantages * log_prob
-            bonus = sum(h * self.policy.decisions[name] for name, h in entropies.items())
+            per = decisions if self.algo == "ppo" else 1  # PPO's objective is per decision
+            bonus = sum(h * self.policy.decisions[name] / per for name, h in entropies.items())
             loss = -objective.mean() - self.entropy_coef * scale * bonus
             self.optimizer.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
