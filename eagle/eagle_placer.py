@@ -139,9 +139,13 @@ class EaglePolicy(GroupThenPlacePolicy):
         return torch.cat([self.numeric, per_unit / self.ops_per_unit], dim=1)
 
     def placer_inputs(
-        self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
+        self,
+        embedding: torch.Tensor,
+        groups: torch.Tensor,
+        logits: torch.Tensor,
+        unit_inputs: torch.Tensor,
     ) -> torch.Tensor:
-        inputs = self.grouper_inputs()
+        inputs = unit_inputs
         if self.linker is None:  # the sampled grouping's means, no gradient to the grouper
             assignment = functional.one_hot(groups, self.num_groups).float()
             inputs = inputs.detach()

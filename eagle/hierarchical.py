@@ -240,16 +240,22 @@ class GroupThenPlacePolicy(Policy):
         raise NotImplementedError
 
     def placer_inputs(
-        self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
+        self,
+        embedding: torch.Tensor,
+        groups: torch.Tensor,
+        logits: torch.Tensor,
+        unit_inputs: torch.Tensor,
     ) -> torch.Tensor:
         """[groups, features] the placer reads, from the sampled grouping: its embedding
-        (`group_embeddings`), the group of each unit [units], and the grouper network's
+        (`group_embeddings`), the group of each unit [units], the grouper network's
         logits [units, groups] (with any noise, without the prior: a 20-nat prior would
-        saturate a softmax of them and stop their gradient)."""
+        saturate a softmax of them and stop their gradient), and what the grouper read
+        (`grouper_inputs`, computed once for both)."""
         raise NotImplementedError
 
     def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
-        logits = self.grouper(self.grouper_inputs())
+        unit_inputs = self.grouper_inputs()
+        logits = self.grouper(unit_inputs)
         # no noise: a scalar zero (adding it changes nothing; a [units, groups] one would).
         # Its scale is the network's logits': the prior is a constant, not a prediction.
         unit = torch.randn(logits.shape, generator=generator) if noise else None
@@ -258,7 +264,7 @@ class GroupThenPlacePolicy(Policy):
         groups, log_g = _sample(logits + self.prior, generator)
         op_group = groups.numpy()[self.units]
         embedding = group_embeddings(self.graph, op_group, self.num_groups)
-        inputs = self.placer_inputs(embedding, groups, logits)
+        inputs = self.placer_inputs(embedding, groups, logits, unit_inputs)
         devices, placer_noise, log_p = self.placer.sample(inputs, batch, generator, noise)
         placements = self.candidates[devices.numpy()[:, op_group]]
         return Rollout(
@@ -269,7 +275,8 @@ class GroupThenPlacePolicy(Policy):
         )
 
     def log_prob(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        logits = self.grouper(self.grouper_inputs()) + rollout.shared["grouper_noise"]
+        unit_inputs = self.grouper_inputs()
+        logits = self.grouper(unit_inputs) + rollout.shared["grouper_noise"]
         log_g = functional.log_softmax(logits + self.prior, dim=-1)
         grouping = log_g.gather(1, rollout.shared["groups"][:, None]).sum()
         # mean entropy over at most 4096 units (a fixed sample): its gradient over all of
@@ -277,7 +284,9 @@ class GroupThenPlacePolicy(Policy):
         some = log_g[self.entropy_units]
         grouper_entropy = -(some.exp() * some).sum(dim=1).mean()
         placing, placer_entropy = self.placer.log_prob(
-            self.placer_inputs(rollout.shared["embedding"], rollout.shared["groups"], logits),
+            self.placer_inputs(
+                rollout.shared["embedding"], rollout.shared["groups"], logits, unit_inputs
+            ),
             rollout.per_sample["devices"],
             rollout.per_sample["placer_noise"],
         )
@@ -332,7 +341,11 @@ class HierarchicalPolicy(GroupThenPlacePolicy):
         return self.unit_features
 
     def placer_inputs(
-        self, embedding: torch.Tensor, groups: torch.Tensor, logits: torch.Tensor
+        self,
+        embedding: torch.Tensor,
+        groups: torch.Tensor,
+        logits: torch.Tensor,
+        unit_inputs: torch.Tensor,
     ) -> torch.Tensor:
         return embedding
 

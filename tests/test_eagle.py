@@ -81,8 +81,10 @@ def test_only_the_linking_rnn_carries_the_placers_gradient_to_the_grouper(toy, l
     policy = EaglePlacer(toy, seed=0, link=link, **SMALL).policy  # with the default prior
     with torch.no_grad():
         rollout = policy.sample(2, torch.Generator().manual_seed(0), noise=False)
-    logits = policy.grouper(policy.grouper_inputs())
-    inputs = policy.placer_inputs(rollout.shared["embedding"], rollout.shared["groups"], logits)
+    unit_inputs = policy.grouper_inputs()
+    logits = policy.grouper(unit_inputs)
+    shared = rollout.shared
+    inputs = policy.placer_inputs(shared["embedding"], shared["groups"], logits, unit_inputs)
     placing, _ = policy.placer.log_prob(
         inputs, rollout.per_sample["devices"], rollout.per_sample["placer_noise"]
     )
