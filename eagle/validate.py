@@ -1,6 +1,6 @@
 """`eagle-validate`: run placements for real and check the simulator's predictions.
 
-    eagle-validate suite=gnmt cluster=cpu2 n=20 [variant=small] [seed=0] [repeats=7]
+    eagle-validate suite=gnmt cluster=cpu2 n=20 [variant=small] [seed=0] [repeats=8] [rounds=8]
                    [placements=a.json,b.json] [out=results/fidelity/gnmt]
 
 The placements measured: every single device, the suite's expert placement, the
@@ -10,11 +10,13 @@ chunks of the op order to the devices in turn (chunk sizes from half the graph d
 two ops, by halves; not one op: that is the placement `eagle-profile` calibrates the
 hand-off cost on), and random placements: each moves a random fraction (5% to 50%)
 of the placement units of a one-device placement to other devices. The set spans from
-one device to a hand-off after every op. Each placement is measured `rounds` times,
-interleaved with the others, so the drift of a shared machine's speed spreads over all
-of them; its measured time is the `statistic` of all its repeats: by default the
-minimum, which estimates the dedicated machine the simulator prices (why:
-`simulator.validation`); `statistic=median` for the median.
+one device to a hand-off after every op. Each placement is measured in `rounds` rounds
+of `repeats` steps (after one warm-up step). Within a round the placements' steps are
+interleaved, one step of each in turn, so that the drift of a shared machine's speed
+meets all of them alike; each round starts fresh worker processes. A placement's
+measured time is the `statistic` of all its repeats: by default the minimum, which
+estimates the dedicated machine the simulator prices (why: `simulator.validation`);
+`statistic=median` for the median.
 
 Writes `points.csv` (placement, predicted, measured, ...), `scatter.png` and
 `summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`,
@@ -50,8 +52,8 @@ DEFAULTS: dict[str, str] = {
     "cluster": "cpu2",
     "n": "20",
     "seed": "0",
-    "repeats": "10",
-    "rounds": "5",
+    "repeats": "8",
+    "rounds": "8",
     "statistic": "min",
     "placements": "",
     "out": "",
@@ -122,11 +124,11 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
                           repeats=int(args["repeats"]), statistic=args["statistic"])  # fmt: skip
     rounds = int(args["rounds"])
     samples: dict[str, list[Point]] = {label: [] for label in chosen}
-    with tqdm(total=rounds * len(chosen), desc=f"measuring {name}/{variant}", unit="run") as bar:
+    with tqdm(total=rounds, desc=f"measuring {name}/{variant}", unit="round") as bar:
         for _ in range(rounds):
-            for label, placement in chosen.items():
-                samples[label].append(validator.measure(placement, label))
-                bar.update(1)
+            for point in validator.measure_many(chosen):
+                samples[point.label].append(point)
+            bar.update(1)
     points = [
         Point(
             label=label,

@@ -22,8 +22,10 @@ folded into. Given a placement:
   the step computes the same loss whatever the placement and thread timing.
 
 The measurement is the median step time over repeats after warm-up, and each device's
-busy time. The CUDA path follows the same plan but has not been run here yet (no GPU on
-the development machine); the CPU path is tested.
+busy time. `measure_many` measures several placements with their steps interleaved (one
+step of each in turn), so that a shared machine's drift meets all of them alike. The
+CUDA path follows the same plan but has not been run here yet (no GPU on the development
+machine); the CPU path is tested.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Program:
 class Measurement:
     step_time: float  # median over repeats, seconds
     step_times: tuple[float, ...]  # every timed repeat
+    step_starts: tuple[float, ...]  # when each timed repeat started (time.perf_counter)
     busy_time: FloatArray  # [num_devices] median seconds of op execution per device
     op_time: FloatArray  # [num_ops] median seconds of each op (with the copies it makes)
     loss: float
@@ -163,7 +166,7 @@ class Executor:
 
     def _run_once(
         self, placement: IntArray, order: list[list[int]]
-    ) -> tuple[float, list[float], FloatArray, Any]:
+    ) -> tuple[float, float, list[float], FloatArray, Any]:
         env: dict[torch.fx.Node, Any] = {}
         for d in range(len(self.devices)):
             env.update(self._inputs(placement, d))
@@ -223,27 +226,43 @@ class Executor:
         elapsed = time.perf_counter() - t0
         if errors:
             raise errors[0]
-        return elapsed, busy, op_time, env[self.loss_node]
+        return t0, elapsed, busy, op_time, env[self.loss_node]
 
     def measure(self, placement: Any, *, warmup: int = 1, repeats: int = 5) -> Measurement:
         """Run the step `warmup + repeats` times with `placement`; median of the repeats."""
-        place = check_placement(self.graph, self.cluster, placement)
-        order = self.order(place)
-        if all(d.type == "cpu" for d in self.devices):
-            times, busy, op_time, loss = self._run_processes(place, order, warmup + repeats)
-        else:
-            times, busy, op_time, loss = self._run_threads(place, order, warmup + repeats)
-        return Measurement(
-            step_time=statistics.median(times[warmup:]),
-            step_times=tuple(times[warmup:]),
-            busy_time=np.median(np.asarray(busy[warmup:]), axis=0),
-            op_time=np.median(op_time[warmup:], axis=0),
-            loss=loss,
-        )
+        return self.measure_many([placement], warmup=warmup, repeats=repeats)[0]
 
-    def _run_threads(
-        self, place: IntArray, order: list[list[int]], runs: int
-    ) -> tuple[list[float], list[list[float]], FloatArray, float]:
+    def measure_many(
+        self, placements: Sequence[Any], *, warmup: int = 1, repeats: int = 5
+    ) -> list[Measurement]:
+        """Measure several placements with their steps interleaved: on CPU devices, one
+        step of each placement in turn, `warmup + repeats` times over.
+
+        Why interleave: on a shared machine the speed drifts over seconds (another
+        tenant's bursts). Placements measured one after another each meet a different
+        machine; interleaved step by step, consecutive steps of different placements lie
+        tens of milliseconds apart and meet the same one.
+        """
+        places = [check_placement(self.graph, self.cluster, p) for p in placements]
+        orders = [self.order(place) for place in places]
+        runs = warmup + repeats
+        if all(d.type == "cpu" for d in self.devices):
+            done = self._run_processes(places, orders, runs)
+        else:
+            done = [self._run_threads(p, o, runs) for p, o in zip(places, orders, strict=True)]
+        return [
+            Measurement(
+                step_time=statistics.median(r.times[warmup:]),
+                step_times=tuple(r.times[warmup:]),
+                step_starts=tuple(r.starts[warmup:]),
+                busy_time=np.median(np.asarray(r.busy[warmup:]), axis=0),
+                op_time=np.median(r.op_time[warmup:], axis=0),
+                loss=r.loss,
+            )
+            for r in done
+        ]
+
+    def _run_threads(self, place: IntArray, order: list[list[int]], runs: int) -> _Runs:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         gc.disable()
@@ -252,8 +271,13 @@ class Executor:
         finally:
             gc.enable()
             torch.set_num_threads(threads)
-        loss = float(done[-1][3])
-        return [r[0] for r in done], [r[1] for r in done], np.stack([r[2] for r in done]), loss
+        return _Runs(
+            times=[r[1] for r in done],
+            starts=[r[0] for r in done],
+            busy=[r[2] for r in done],
+            op_time=np.stack([r[3] for r in done]),
+            loss=float(done[-1][4]),
+        )
 
     # ---- CPU devices: one process each ---------------------------------------------
 
@@ -271,8 +295,49 @@ class Executor:
         ]
 
     def _run_processes(
-        self, place: IntArray, order: list[list[int]], runs: int
-    ) -> tuple[list[float], list[list[float]], FloatArray, float]:
+        self, places: list[IntArray], orders: list[list[list[int]]], runs: int
+    ) -> list[_Runs]:
+        """One set of worker processes per placement, all started at once; the parent
+        then releases one step of each set in turn (the others wait at their barrier,
+        blocked, not spinning)."""
+        context = multiprocessing.get_context("fork")
+        sets = [
+            self._start_workers(context, p, o, runs) for p, o in zip(places, orders, strict=True)
+        ]
+        try:
+            for _ in range(runs):
+                for shared, _ in sets:  # each repeat: all start, all finish
+                    shared.barrier.wait(timeout=600)
+                    shared.barrier.wait(timeout=600)
+        except threading.BrokenBarrierError:
+            failed = next((s for s, _ in sets if not s.errors.empty()), None)
+            why = failed.errors.get() if failed is not None else "a worker died"
+            raise ExecutorError(f"executing {self.graph.name!r} failed: {why}") from None
+        finally:
+            for shared, workers in sets:
+                shared.barrier.abort()  # frees the workers of other sets if one failed
+                for w in workers:
+                    w.join(timeout=5)
+                    if w.is_alive():
+                        w.kill()
+        results = []
+        for shared, _ in sets:
+            starts = shared.starts.min(dim=1).values
+            results.append(
+                _Runs(
+                    # from the first worker starting to the last one finishing
+                    times=(shared.ends.max(dim=1).values - starts).tolist(),
+                    starts=starts.tolist(),
+                    busy=shared.busy.tolist(),
+                    op_time=shared.op_time.numpy().copy(),
+                    loss=float(shared.loss[0]),
+                )
+            )
+        return results
+
+    def _start_workers(
+        self, context: Any, place: IntArray, order: list[list[int]], runs: int
+    ) -> tuple[_Shared, list[Any]]:
         num = len(self.devices)
         # What each device reads of another's ops: the very nodes (views included), so
         # the reader re-derives nothing; one copy per (producer op, destination).
@@ -285,7 +350,6 @@ class Executor:
                         wanted.setdefault((j, int(place[i])), {})[arg] = None
         transfer = {key: k for k, key in enumerate(wanted)}  # -> index
         slots = {key: [(n, self._slots(n)) for n in nodes] for key, nodes in wanted.items()}
-        context = multiprocessing.get_context("fork")
         shared = _Shared(
             flags=torch.zeros(max(1, len(transfer)), dtype=torch.int64).share_memory_(),
             starts=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
@@ -306,21 +370,7 @@ class Executor:
         ]
         for w in workers:
             w.start()
-        try:
-            for _ in range(2 * runs):  # each repeat: all start, all finish
-                shared.barrier.wait(timeout=600)
-        except threading.BrokenBarrierError:
-            why = shared.errors.get() if not shared.errors.empty() else "a worker died"
-            raise ExecutorError(f"executing {self.graph.name!r} failed: {why}") from None
-        finally:
-            for w in workers:
-                w.join(timeout=5)
-                if w.is_alive():
-                    w.kill()
-        # from the first worker starting to the last one finishing
-        times = (shared.ends.max(dim=1).values - shared.starts.min(dim=1).values).tolist()
-        op_time = shared.op_time.numpy().copy()
-        return times, shared.busy.tolist(), op_time, float(shared.loss[0])
+        return shared, workers
 
     def _process_worker(
         self,
@@ -490,6 +540,17 @@ def call_node(
         kwargs = torch.fx.node.map_aggregate(kwargs, here)
     target: Any = node.target
     return target(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Every run of one placement, warm-up included (seconds)."""
+
+    times: list[float]
+    starts: list[float]  # time.perf_counter at each run's start
+    busy: list[list[float]]  # [runs][devices]
+    op_time: FloatArray  # [runs, ops]
+    loss: float
 
 
 @dataclass(frozen=True)

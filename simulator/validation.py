@@ -18,7 +18,7 @@ estimates the shared one, and what it says depends on the minute it ran in.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,18 +74,26 @@ class Validator:
         self.statistic = STATISTICS[statistic]
 
     def measure(self, placement: npt.ArrayLike, label: str = "") -> Point:
-        place = np.asarray(placement)
-        sim = simulate(self.graph, place, self.cluster, self.cost_model)
-        real = self.executor.measure(place, warmup=self.warmup, repeats=self.repeats)
-        return Point(
-            label=label,
-            predicted=sim.step_time,
-            measured=self.statistic(real.step_times),
-            valid=sim.valid,
-            spread=max(real.step_times) - min(real.step_times),
-            loss=real.loss,
-            times=real.step_times,
-        )
+        return self.measure_many({label: placement})[0]
+
+    def measure_many(self, placements: Mapping[str, npt.ArrayLike]) -> list[Point]:
+        """Measure placements (by label) with their steps interleaved, so that they all
+        meet the same machine (`Executor.measure_many`), and predict each."""
+        places = [np.asarray(p) for p in placements.values()]
+        sims = [simulate(self.graph, p, self.cluster, self.cost_model) for p in places]
+        reals = self.executor.measure_many(places, warmup=self.warmup, repeats=self.repeats)
+        return [
+            Point(
+                label=label,
+                predicted=sim.step_time,
+                measured=self.statistic(real.step_times),
+                valid=sim.valid,
+                spread=max(real.step_times) - min(real.step_times),
+                loss=real.loss,
+                times=real.step_times,
+            )
+            for label, sim, real in zip(placements, sims, reals, strict=True)
+        ]
 
 
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:

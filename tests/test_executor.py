@@ -74,6 +74,18 @@ def test_dropout_gives_the_same_loss_whatever_the_placement(cpu2):
     assert set(losses.values()) == {reference}
 
 
+def test_measure_many_interleaves_the_placements_steps(cpu2):
+    _, _, _, graph, program = tiny_step(dropout=0.5)
+    ex = Executor(program, graph, *cpu2)
+    chosen = placements(graph)
+    ms = ex.measure_many(list(chosen.values()), warmup=1, repeats=3)
+    assert [m.loss for m in ms] == [ex.reference_loss()] * len(chosen)
+    # one step of each placement in turn: repeat r of every placement before repeat r + 1
+    starts = np.array([m.step_starts for m in ms])  # [placements, repeats]
+    order = np.argsort(starts.T.ravel())
+    assert (order == np.arange(starts.size)).all()
+
+
 def test_busy_time_is_where_the_ops_are(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.0)
     m = Executor(program, graph, *cpu2).measure(np.zeros(graph.num_ops, int), repeats=1)
@@ -88,8 +100,9 @@ def test_thread_workers_agree(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.5)
     ex = Executor(program, graph, *cpu2)
     place = placements(graph)["alternating"]
-    times, _, _, loss = ex._run_threads(place, ex.order(place), runs=2)
-    assert loss == ex.reference_loss() and len(times) == 2 and all(t > 0 for t in times)
+    runs = ex._run_threads(place, ex.order(place), runs=2)
+    assert runs.loss == ex.reference_loss() and len(runs.times) == 2
+    assert all(t > 0 for t in runs.times) and runs.starts[0] < runs.starts[1]
 
 
 def test_ops_run_in_the_simulators_order(cpu2):
