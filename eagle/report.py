@@ -1,4 +1,5 @@
-"""`eagle-report DIR...`: turn run dirs into the comparison table (markdown + CSV).
+"""`eagle-report DIR...`: turn run dirs into the comparison table (markdown + CSV), the
+search-cost table and convergence curves (`eagle.convergence`).
 
     eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR]
 
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 import suites
-from eagle import run_dir
+from eagle import convergence, run_dir
 
 # Columns in this order; placers not listed follow alphabetically.
 PLACER_ORDER = (
@@ -187,11 +188,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    text = markdown(frame)
+    runs = convergence.curves(records)
+    runs = runs.iloc[np.lexsort((runs.placer.map(placer_rank), runs.suite.map(suite_rank)))]
+    cost = convergence.search_cost(runs)
+    cost = cost.iloc[np.lexsort((cost.placer.map(placer_rank), cost.suite.map(suite_rank)))]
+    text = markdown(frame) + ("\n" + convergence.cost_markdown(cost) if len(cost) else "")
     run_dir.write_text(out / "report.md", text)
     run_dir.write_csv(out / "report.csv", frame)
+    written = [out / "report.md", out / "report.csv"]
+    if len(cost):
+        run_dir.write_csv(out / "search_cost.csv", cost)
+        written.append(out / "search_cost.csv")
+    if len(runs):
+        written += convergence.plot(runs, out, list(PLACER_ORDER))
     print(text)
-    print(f"written: {out / 'report.md'}, {out / 'report.csv'}")
+    print("written: " + ", ".join(str(p) for p in written))
     return 0
 
 

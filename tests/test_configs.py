@@ -102,3 +102,17 @@ def test_unknown_names_list_the_valid_ones(override, listed):
     with pytest.raises((MissingConfigException, ConfigCompositionException)) as e:
         cfg(override)
     assert "Available options" in str(e.value) and listed in str(e.value)
+
+
+def test_paper_experiment_states_its_sweep_and_budget():
+    c = cfg("experiment=paper", hydra=True)
+    params = c.hydra.sweeper.params
+    assert params.suite == "inception_v3,gnmt,bert" and params.seed == "0,1,2"
+    assert set(params.agent.split(",")) == {
+        "single", "expert", "metis", "m_etf", "heft", "hierarchical", "eagle"
+    }  # fmt: skip
+    # the experiment's own values win over config.yaml's defaults, the command line over both
+    assert c.budget.samples == 3000 and c.progress is False
+    assert c.hydra.launcher._target_.endswith("JoblibLauncher")
+    assert cfg("experiment=paper", "budget.samples=64").budget.samples == 64
+    assert cfg().budget.samples == 1000

@@ -1,0 +1,202 @@
+"""How a sweep's searches converged: best per-step time against samples and wall time,
+and the search cost (samples and seconds to come within 2% of a run's final best).
+
+`eagle-report` calls these on the run dirs it reads. Every run logs one metrics row per
+iteration (`metrics.csv`: `samples`, `wall_s`, `best_step_time`); a one-shot placer
+(expert, METIS, HEFT, ...) stops by itself and is drawn as a horizontal line at its
+result, a search as a curve: the mean over seeds, with a band from the best seed to the
+worst.
+
+"Within 2% of the final best" stands for the paper's search-speed claim (EAGLE finds
+the best placement fastest, on Inception-V3), made robust to a last tiny gain.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from eagle import run_dir
+
+WITHIN = 0.02  # a run has converged once its best is within 2% of its final best
+CURVE_COLUMNS = (
+    "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time"
+)  # fmt: skip
+COST_COLUMNS = (
+    "suite",
+    "cluster",
+    "placer",
+    "runs",
+    "median_samples_to_2pct",
+    "min_samples_to_2pct",
+    "max_samples_to_2pct",
+    "median_wall_s_to_2pct",
+    "median_final_best",
+)
+
+
+def curves(records: list[run_dir.RunRecord]) -> pd.DataFrame:
+    """Every finished run's metrics rows, tagged with its suite, cluster, placer, seed."""
+    frames = []
+    for record in records:
+        summary, path = record.summary, record.path / run_dir.METRICS
+        if summary is None or not path.is_file():
+            continue
+        metrics = pd.read_csv(path, usecols=["samples", "wall_s", "best_step_time"])
+        metrics = metrics.assign(
+            suite=summary["suite"],
+            cluster=summary["cluster"],
+            placer=summary["agent"],
+            seed=summary["seed"],
+            # a placer that stopped by itself (not by the budget) placed once: a line
+            one_shot=summary.get("stopped_by") == "placer",
+        )
+        frames.append(metrics)
+    if not frames:
+        return pd.DataFrame(columns=list(CURVE_COLUMNS))
+    return pd.concat(frames, ignore_index=True)[list(CURVE_COLUMNS)]
+
+
+def is_search(curve: pd.DataFrame) -> bool:
+    """A placer drawn as a curve: one whose runs searched until the budget stopped them."""
+    return not bool(curve.one_shot.all())
+
+
+def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per suite x cluster x placer that searches (`is_search`): samples and wall time
+    until a run's best came within `WITHIN` of its final best, over seeds."""
+    rows = []
+    for (suite, cluster, placer), curve in frame.groupby(["suite", "cluster", "placer"]):
+        if not is_search(curve):
+            continue
+        samples, walls, finals = [], [], []
+        for _, run in curve.groupby("seed"):
+            run = run.sort_values("samples")
+            final = float(run.best_step_time.iloc[-1])
+            first = run.loc[run.best_step_time <= (1 + WITHIN) * final].iloc[0]
+            samples.append(int(first.samples))
+            walls.append(float(first.wall_s))
+            finals.append(final)
+        rows.append(
+            {
+                "suite": suite,
+                "cluster": cluster,
+                "placer": placer,
+                "runs": len(samples),
+                "median_samples_to_2pct": float(np.median(samples)),
+                "min_samples_to_2pct": min(samples),
+                "max_samples_to_2pct": max(samples),
+                "median_wall_s_to_2pct": float(np.median(walls)),
+                "median_final_best": float(np.median(finals)),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COST_COLUMNS))
+
+
+def cost_markdown(cost: pd.DataFrame) -> str:
+    lines = [
+        f"Search cost: samples (simulated placements) and wall time until a run's best came "
+        f"within {WITHIN:.0%} of its final best; median over seeds [fewest, most].",
+        "",
+        "| suite | cluster | placer | runs | samples to 2% | wall time to 2% (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in cost.itertuples():
+        lines.append(
+            f"| {row.suite} | {row.cluster} | {row.placer} | {row.runs} | "
+            f"{row.median_samples_to_2pct:,.0f} [{row.min_samples_to_2pct:,}, "
+            f"{row.max_samples_to_2pct:,}] | {row.median_wall_s_to_2pct:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def on_grid(run: pd.DataFrame, x: str, grid: np.ndarray) -> np.ndarray:
+    """A run's best-so-far at each grid point (a step function; nan before its first)."""
+    xs = run[x].to_numpy(dtype=float)
+    ys = run.best_step_time.to_numpy(dtype=float)
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], np.minimum.accumulate(ys[order])
+    k = np.searchsorted(xs, grid, side="right") - 1
+    return np.where(k >= 0, ys[np.clip(k, 0, None)], np.nan)
+
+
+def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
+    """`convergence_samples` and `convergence_wall` (PNG and PDF) in `out`: one panel per
+    suite (and cluster), one colour per placer; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(frame.groupby(["suite", "cluster"], sort=False))
+    placers = sorted(frame.placer.unique(), key=lambda p: (placer_order.index(p)
+                     if p in placer_order else len(placer_order), p))  # fmt: skip
+    colours = {p: plt.get_cmap("tab10")(k % 10) for k, p in enumerate(placers)}
+    written = []
+    for x, label in (("samples", "samples (placements simulated)"), ("wall_s", "wall time (s)")):
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.8), squeeze=False)
+        handles: dict[str, Any] = {}
+        for ax, ((suite, cluster), panel) in zip(axes[0], panels, strict=True):
+            off_scale = _panel(ax, panel, x, placers, colours, handles)
+            title = f"{suite} on {cluster}"
+            if off_scale:
+                title += "\noff scale: " + ", ".join(off_scale)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel(label)
+            ax.set_ylabel("best per-step time (ms)")
+            ax.grid(alpha=0.3)
+        ordered = [p for p in placers if p in handles]
+        fig.legend([handles[p] for p in ordered], ordered, loc="lower center",
+                   ncol=min(len(ordered), 8), fontsize=9, frameon=False)  # fmt: skip
+        fig.text(0.01, 0.01, "searches: mean over seeds, band from best to worst seed; "
+                 "dashed: one-shot placers", fontsize=7, color="0.4")  # fmt: skip
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        for ext in ("png", "pdf"):
+            path = out / f"convergence_{'samples' if x == 'samples' else 'wall'}.{ext}"
+            fig.savefig(path, dpi=130)
+            written.append(path)
+        plt.close(fig)
+    return written
+
+
+def _panel(
+    ax: Any,
+    panel: pd.DataFrame,
+    x: str,
+    placers: list[str],
+    colours: dict[str, Any],
+    handles: dict[str, Any],
+) -> list[str]:
+    """Draw one suite's curves and lines; returns the one-shot results off the scale."""
+    searches = {p: c for p, c in panel.groupby("placer") if is_search(c)}
+    finals = panel.sort_values("samples").groupby(["placer", "seed"]).best_step_time.last()
+    lines = finals.groupby("placer").mean() * 1e3
+    top = max(float(panel.loc[~panel.one_shot, x].max()) if len(searches) else 1.0, 1e-9)
+    grid = np.linspace(0.0, top, 400)
+    low = float(finals.min()) * 1e3
+    high = 1.6 * low  # the region where the placers compete; worse results are listed
+    off_scale = []
+    for placer in placers:
+        if placer in searches:
+            runs = [on_grid(run, x, grid) for _, run in searches[placer].groupby("seed")]
+            ys = np.vstack(runs) * 1e3
+            seen = ~np.isnan(ys).all(axis=0)
+            with np.errstate(all="ignore"):
+                mean = np.nanmean(ys[:, seen], axis=0)
+                lo, hi = np.nanmin(ys[:, seen], axis=0), np.nanmax(ys[:, seen], axis=0)
+            (handles[placer],) = ax.plot(grid[seen], mean, color=colours[placer], lw=1.8)
+            if len(runs) > 1:
+                ax.fill_between(grid[seen], lo, hi, color=colours[placer], alpha=0.18, lw=0)
+        elif placer in lines.index:
+            value = float(lines[placer])
+            if math.isfinite(value) and value <= high:
+                handles[placer] = ax.axhline(value, color=colours[placer], ls="--", lw=1.2)
+            else:
+                off_scale.append(f"{placer} {value:,.0f} ms")
+    ax.set_ylim(0.97 * low, high)
+    ax.set_xlim(0, top)
+    return off_scale

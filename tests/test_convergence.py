@@ -1,0 +1,73 @@
+"""Convergence curves and search cost on hand-written run dirs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eagle import convergence, report, run_dir
+
+
+def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
+        one_shot: bool = False, metrics: bool = True) -> None:  # fmt: skip
+    """A finished run whose best-so-far after each batch of 16 samples is `best`."""
+    d = root / f"{suite}__{agent}__p100x4__{seed}"
+    d.mkdir(parents=True)
+    samples = [16 * (k + 1) for k in range(len(best))]
+    summary = {"suite": suite, "agent": agent, "cluster": "p100x4", "seed": seed,
+               "best_step_time": best[-1], "best_valid": True, "samples": samples[-1],
+               "sim_calls": samples[-1], "wall_s": 0.5 * len(best), "lower_bound": 1.0,
+               "stopped_by": "placer" if one_shot else "budget.samples"}  # fmt: skip
+    (d / "summary.json").write_text(json.dumps(summary))
+    if metrics:
+        frame = pd.DataFrame({"iteration": range(1, len(best) + 1), "samples": samples,
+                              "wall_s": [0.5 * (k + 1) for k in range(len(best))],
+                              "best_step_time": best})  # fmt: skip
+        frame.to_csv(d / "metrics.csv", index=False)
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95])  # within 2% at 32 samples
+    run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0])  # only at the end: 64
+    run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0])  # 4.05 <= 4.08: 48
+    run(tmp_path, "gnmt", "heft", 0, [3.0], one_shot=True)
+    run(tmp_path, "bert", "hierarchical", 0, [7.0, 6.0])
+    run(tmp_path, "bert", "expert", 0, [9.0], one_shot=True, metrics=False)  # old run dir
+    return tmp_path
+
+
+def test_search_cost_by_hand(sweep):
+    cost = convergence.search_cost(convergence.curves(run_dir.scan([sweep])[0]))
+    rows = cost.set_index(["suite", "placer"])
+    assert set(rows.index) == {("gnmt", "eagle"), ("bert", "hierarchical")}  # no one-shots
+    eagle = rows.loc[("gnmt", "eagle")]
+    assert eagle.runs == 3 and eagle.median_samples_to_2pct == 48
+    assert (eagle.min_samples_to_2pct, eagle.max_samples_to_2pct) == (32, 64)
+    assert eagle.median_wall_s_to_2pct == 1.5 and eagle.median_final_best == 4.0
+    assert rows.loc[("bert", "hierarchical")].median_samples_to_2pct == 32
+    text = convergence.cost_markdown(cost)
+    assert "| gnmt | p100x4 | eagle | 3 | 48 [32, 64] | 1.5 |" in text
+
+
+def test_best_so_far_on_a_grid_is_a_step_function():
+    one = pd.DataFrame({"samples": [16, 32, 48], "best_step_time": [5.0, 6.0, 2.0]})
+    got = convergence.on_grid(one, "samples", np.array([0.0, 16.0, 40.0, 48.0, 100.0]))
+    np.testing.assert_array_equal(got, [np.nan, 5.0, 5.0, 2.0, 2.0])  # 6.0 is no best
+
+
+def test_report_writes_search_cost_and_figures(sweep, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert report.main([str(sweep), "--out", str(out)]) == 0
+    assert "Search cost" in (out / "report.md").read_text()
+    cost = pd.read_csv(out / "search_cost.csv")
+    assert list(cost.columns) == list(convergence.COST_COLUMNS)
+    assert list(cost.suite) == ["gnmt", "bert"]  # the paper's suite order
+    for name in ("convergence_samples", "convergence_wall"):
+        for ext in ("png", "pdf"):
+            assert (out / f"{name}.{ext}").stat().st_size > 5000, name
+    assert "convergence_wall.pdf" in capsys.readouterr().out
