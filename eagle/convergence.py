@@ -151,10 +151,10 @@ def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
             ax.grid(alpha=0.3)
         ordered = [p for p in placers if p in handles]
         fig.legend([handles[p] for p in ordered], ordered, loc="lower center",
-                   ncol=min(len(ordered), 8), fontsize=9, frameon=False)  # fmt: skip
-        fig.text(0.01, 0.01, "searches: mean over seeds, band from best to worst seed; "
-                 "dashed: one-shot placers", fontsize=7, color="0.4")  # fmt: skip
-        fig.tight_layout(rect=(0, 0.1, 1, 1))
+                   ncol=min(len(ordered), 8), fontsize=9, frameon=False, title_fontsize=8,
+                   title="solid: searches, mean over seeds (band: best to worst seed); "
+                   "dashed: one-shot placers")  # fmt: skip
+        fig.tight_layout(rect=(0, 0.14, 1, 1))
         for ext in ("png", "pdf"):
             path = out / f"convergence_{'samples' if x == 'samples' else 'wall'}.{ext}"
             fig.savefig(path, dpi=130)
