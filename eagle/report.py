@@ -5,8 +5,10 @@ search-cost table and convergence curves (`eagle.convergence`).
 
 Rows are suites (and clusters), columns placers; a cell is the mean (and spread over
 seeds) of the best per-step time each run found, with its ratio to the lower bound no
-placement can beat (`simulator.bounds`). Unfinished runs are skipped with a warning;
-failed runs of a sweep show as "failed" in their cell. The tidy CSV has one row per
+placement can beat (`simulator.bounds`); then EAGLE's speed-up over the hierarchical
+planner and where the cost model's numbers come from. Markdown, LaTeX and CSV.
+Unfinished runs are skipped with a warning; failed runs of a sweep show as "failed" in
+their cell. The tidy CSV has one row per
 suite x cluster x placer. Computing the table is kept apart from formatting it.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +48,7 @@ TABLE_COLUMNS = (
     "valid_seeds",
     "ratio_to_lower_bound",
     "lower_bound",
+    "cost_model",
     "status",
 )
 
@@ -61,13 +65,14 @@ def runs_frame(records: list[run_dir.RunRecord]) -> pd.DataFrame:
             "best_valid": bool(s["best_valid"]),
             "best_reason": s.get("best_reason"),
             "lower_bound": s["lower_bound"],
+            "cost_model": provenance(s.get("cost_model")),
             "path": str(r.path),
         }
         for r in records
         if (s := r.summary) is not None
     ]
     columns = ["suite", "cluster", "placer", "seed", "best_step_time", "best_valid",
-               "best_reason", "lower_bound", "path"]  # fmt: skip
+               "best_reason", "lower_bound", "cost_model", "path"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -104,6 +109,7 @@ def table(records: list[run_dir.RunRecord]) -> pd.DataFrame:
                 "valid_seeds": len(times),
                 "ratio_to_lower_bound": mean / bound if bound > 0 else math.nan,
                 "lower_bound": bound,
+                "cost_model": "/".join(sorted(set(mine.cost_model))) if len(mine) else "",
                 "status": status,
             }
         )
@@ -114,6 +120,24 @@ def table(records: list[run_dir.RunRecord]) -> pd.DataFrame:
     # a suite's lower bound is the same for every placer: fill it in for failed cells too
     bounds = frame.groupby(["suite", "cluster"]).lower_bound.transform("max")
     return frame.assign(lower_bound=bounds).reset_index(drop=True)
+
+
+def provenance(sources: dict[str, str] | None) -> str:
+    """A run's cost model in one word: "measured" (every device type from a profile),
+    "datasheet" (none), "mixed", or "unknown" (a run dir from before summaries said)."""
+    if not sources:
+        return "unknown"
+    kinds = {"datasheet" if v.startswith("datasheet") else "measured" for v in sources.values()}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def speedup(frame: pd.DataFrame, suite: str, cluster: str) -> float:
+    """How much faster EAGLE's mean best step is than the hierarchical planner's (0.027:
+    2.7% faster, the paper's GNMT claim); nan unless both ran."""
+    rows = frame[(frame.suite == suite) & (frame.cluster == cluster)].set_index("placer")
+    if not {"eagle", "hierarchical"} <= set(rows.index):
+        return math.nan
+    return float(rows.mean_step_time["hierarchical"] / rows.mean_step_time["eagle"] - 1)
 
 
 def placer_rank(placer: str) -> int:
@@ -129,6 +153,8 @@ def suite_rank(suite: str) -> int:
 def ms(seconds: float) -> str:
     """Milliseconds with about four significant digits."""
     value = seconds * 1e3
+    if value == 0:
+        return "0"
     return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
 
 
@@ -145,25 +171,63 @@ def _cell(row: pd.Series, best: float) -> str:
     return f"**{text}**" if row.mean_step_time == best else text
 
 
-def markdown(frame: pd.DataFrame) -> str:
-    """The table as markdown: rows suite x cluster, columns placers, best cell in bold."""
+def rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The paper-style table's header and cells (shared by markdown and LaTeX): rows
+    suite x cluster, columns placers, then EAGLE's speed-up and the cost model."""
     placers = sorted(frame.placer.unique(), key=lambda p: (placer_rank(p), p))
-    header = ["suite", "cluster", "lower bound", *placers]
+    header = ["suite", "cluster", "lower bound", *placers, "eagle speed-up", "cost model"]
+    body = []
+    for (suite, cluster), group in frame.groupby(["suite", "cluster"], sort=False):
+        best = group.mean_step_time.min()
+        cells = dict.fromkeys(placers, "—")
+        for _, row in group.iterrows():
+            cells[row.placer] = _cell(row, best)
+        bound = group.lower_bound.iloc[0]
+        gain = speedup(frame, str(suite), str(cluster))
+        body.append([
+            str(suite), str(cluster), ms(bound) if np.isfinite(bound) else "?", *cells.values(),
+            f"{gain:+.1%}" if math.isfinite(gain) else "—",
+            "/".join(sorted({m for m in group.cost_model if m})) or "unknown",
+        ])  # fmt: skip
+    return header, body
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """The table as markdown, the best cell of a row in bold."""
+    header, body = rows(frame)
     lines = [
         "Best per-step time in ms: mean ± std over seeds, (xr) its ratio to the lower bound;",
-        "bold: the fastest placer of the row; — : not run.",
+        "bold: the fastest placer of the row; — : not run. eagle speed-up: how much faster",
+        "EAGLE's mean is than the hierarchical planner's (the paper: +2.7% GNMT, +18.7% BERT).",
+        "cost model: datasheet rooflines or measured profiles.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    for (suite, cluster), rows in frame.groupby(["suite", "cluster"], sort=False):
-        best = rows.mean_step_time.min()
-        cells = dict.fromkeys(placers, "—")
-        for _, row in rows.iterrows():
-            cells[row.placer] = _cell(row, best)
-        bound = rows.lower_bound.iloc[0]
-        lb = ms(bound) if np.isfinite(bound) else "?"
-        lines.append("| " + " | ".join([str(suite), str(cluster), lb, *cells.values()]) + " |")
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines) + "\n"
+
+
+def latex(frame: pd.DataFrame) -> str:
+    """The same table as a LaTeX tabular (booktabs), for a paper."""
+    header, body = rows(frame)
+
+    def tex(cell: str) -> str:
+        cell = re.sub(r"\*\*(.*)\*\*", r"\\textbf{\1}", cell)
+        cell = cell.replace("±", "$\\pm$").replace("—", "--").replace("%", "\\%")
+        return cell.replace("_", "\\_").replace("(x", "($\\times$")
+
+    lines = [
+        "% eagle-report: best per-step time in ms, mean $\\pm$ std over seeds, "
+        "(ratio to the lower bound)",
+        "\\begin{tabular}{" + "l" * 2 + "r" * (len(header) - 2) + "}",
+        "\\toprule",
+        " & ".join(tex(h) for h in header) + " \\\\",
+        "\\midrule",
+        *(" & ".join(tex(c) for c in cells) + " \\\\" for cells in body),
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -195,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(frame) + ("\n" + convergence.cost_markdown(cost) if len(cost) else "")
     run_dir.write_text(out / "report.md", text)
     run_dir.write_csv(out / "report.csv", frame)
-    written = [out / "report.md", out / "report.csv"]
+    run_dir.write_text(out / "report.tex", latex(frame))
+    written = [out / "report.md", out / "report.csv", out / "report.tex"]
     if len(cost):
         run_dir.write_csv(out / "search_cost.csv", cost)
         written.append(out / "search_cost.csv")

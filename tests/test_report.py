@@ -81,6 +81,7 @@ def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
     assert report.main([str(sweep), "--out", str(out)]) == 0
     csv = pd.read_csv(out / "report.csv")
     assert list(csv.columns) == list(report.TABLE_COLUMNS)
+    assert "\\begin{tabular}" in (out / "report.tex").read_text()
     assert (out / "report.md").read_text() in capsys.readouterr().out
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -96,3 +97,29 @@ def test_a_sweep_where_every_run_failed_is_tabulated(tmp_path):
          "error": "PlacerError: nope"}))  # fmt: skip
     t = report.table(run_dir.scan([tmp_path])[0])
     assert t.status.tolist() == ["failed: PlacerError: nope"]
+
+
+def test_cost_model_provenance_in_one_word():
+    assert report.provenance({"p100": "datasheet (NVIDIA Tesla P100 PCIe)"}) == "datasheet"
+    assert report.provenance({"cpu-worker": "measured profile (cpu, 2026-12-01)"}) == "measured"
+    assert report.provenance({"p100": "datasheet (x)", "cpu-worker": "measured"}) == "mixed"
+    assert report.provenance(None) == "unknown"
+
+
+def test_eagle_speedup_and_latex_table(tmp_path):
+    finished(tmp_path, "gnmt", "hierarchical", 0, 1.1)
+    finished(tmp_path, "gnmt", "hierarchical", 1, 1.1)
+    finished(tmp_path, "gnmt", "eagle", 0, 1.0)
+    finished(tmp_path, "bert", "eagle", 0, 2.0)  # no hierarchical run: no speed-up
+    frame = report.table(run_dir.scan([tmp_path])[0])
+    assert report.speedup(frame, "gnmt", "p100x4") == pytest.approx(0.1)
+    assert math.isnan(report.speedup(frame, "bert", "p100x4"))
+    lines = {line.split(" | ")[0].strip("| "): line for line in report.markdown(frame).splitlines()}
+    assert lines["gnmt"].endswith("| +10.0% | unknown |")  # hand-written dirs: no cost model
+    assert "1,100.0 ± 0 (x1.10)" in lines["gnmt"]
+    assert lines["bert"].endswith("| — | unknown |")
+    tex = report.latex(frame)
+    assert tex.startswith("%") and "\\begin{tabular}{llrrrrr}" in tex
+    assert "\\textbf{1,000.0 ($\\times$1.00)}" in tex and "1,100.0 $\\pm$ 0" in tex
+    assert "+10.0\\%" in tex and "±" not in tex and "**" not in tex
+    assert tex.count("\\\\\n") == 3  # the header and two suites
