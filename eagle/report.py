@@ -1,5 +1,6 @@
-"""`eagle-report DIR...`: turn run dirs into the comparison table (markdown + CSV), the
-search-cost table and convergence curves (`eagle.convergence`).
+"""`eagle-report DIR...`: turn run dirs into the comparison table (markdown, LaTeX,
+CSV), the search-cost table and convergence curves (`eagle.convergence`), and each
+search's best placement as a timeline (`eagle.timeline`).
 
     eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR]
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 import suites
-from eagle import convergence, run_dir
+from eagle import convergence, run_dir, timeline
 
 # Columns in this order; placers not listed follow alphabetically.
 PLACER_ORDER = (
@@ -138,6 +139,10 @@ def speedup(frame: pd.DataFrame, suite: str, cluster: str) -> float:
     if not {"eagle", "hierarchical"} <= set(rows.index):
         return math.nan
     return float(rows.mean_step_time["hierarchical"] / rows.mean_step_time["eagle"] - 1)
+
+
+def has_placement(path: Path) -> bool:
+    return (path / run_dir.PLACEMENT).is_file() and (path / run_dir.CONFIG).is_file()
 
 
 def placer_rank(placer: str) -> int:
@@ -266,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         written.append(out / "search_cost.csv")
     if len(runs):
         written += convergence.plot(runs, out, list(PLACER_ORDER))
+    for record in records:  # the searches' best placements, device by device
+        s = record.summary
+        if s is not None and s.get("stopped_by") != "placer" and has_placement(record.path):
+            written += timeline.write(timeline.load(record.path), out / "timelines")
     print(text)
     print("written: " + ", ".join(str(p) for p in written))
     return 0
