@@ -2,7 +2,7 @@
 CSV), the search-cost table and convergence curves (`eagle.convergence`), and each
 search's best placement as a timeline (`eagle.timeline`).
 
-    eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR]
+    eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR] [--table-name N]
 
 Rows are suites (and clusters), columns placers; a cell is the mean (and spread over
 seeds) of the best per-step time each run found, with its ratio to the lower bound no
@@ -244,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, help="where to write report.md and report.csv (default: first DIR)"
     )
+    parser.add_argument(
+        "--table-name", default="report", help="stem of the table files (default: report)"
+    )
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.is_dir()]
     if missing:
@@ -262,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     cost = convergence.search_cost(runs)
     cost = cost.iloc[np.lexsort((cost.placer.map(placer_rank), cost.suite.map(suite_rank)))]
     text = markdown(frame) + ("\n" + convergence.cost_markdown(cost) if len(cost) else "")
-    run_dir.write_text(out / "report.md", text)
-    run_dir.write_csv(out / "report.csv", frame)
-    run_dir.write_text(out / "report.tex", latex(frame))
-    written = [out / "report.md", out / "report.csv", out / "report.tex"]
+    stem = out / args.table_name
+    written = [stem.with_suffix(ext) for ext in (".md", ".csv", ".tex")]
+    run_dir.write_text(written[0], text)
+    run_dir.write_csv(written[1], frame)
+    run_dir.write_text(written[2], latex(frame))
     if len(cost):
         run_dir.write_csv(out / "search_cost.csv", cost)
         written.append(out / "search_cost.csv")

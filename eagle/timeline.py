@@ -1,5 +1,5 @@
 """Where a run's best placement puts the ops, and when they run: a per-device Gantt
-chart (PNG) and a Chrome trace (JSON, for https://ui.perfetto.dev), both from the
+chart (PNG) and a Chrome trace (gzipped JSON, for https://ui.perfetto.dev), from the
 simulator's trace of the run's `placement.json`.
 
 A run dir holds its resolved config, so the graph, cluster and cost model are rebuilt
@@ -11,6 +11,7 @@ their own colour; copies are drawn on their link's row under the receiving devic
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,11 +62,13 @@ def module_group(module: str) -> str:
 
 
 def write(best: BestPlacement, out: Path) -> list[Path]:
-    """`timeline_<run>.png` (Gantt) and `trace_<run>.json` (Chrome trace) in `out`."""
+    """`timeline_<run>.png` (Gantt) and `trace_<run>.json.gz` (Chrome trace) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    trace_path = out / f"trace_{best.name}.json"
-    doc = best.trace.to_chrome(best.graph, best.cluster, best.placement)
-    run_dir.write_text(trace_path, json.dumps(doc))
+    trace_path = out / f"trace_{best.name}.json.gz"  # 1-6 MB as plain JSON; Perfetto
+    doc = best.trace.to_chrome(best.graph, best.cluster, best.placement)  # opens .gz too
+    tmp = trace_path.with_name(trace_path.name + ".tmp")
+    tmp.write_bytes(gzip.compress(json.dumps(doc).encode("utf-8"), mtime=0))
+    tmp.replace(trace_path)
     png = out / f"timeline_{best.name}.png"
     gantt(best, png)
     return [png, trace_path]

@@ -82,6 +82,10 @@ def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
     csv = pd.read_csv(out / "report.csv")
     assert list(csv.columns) == list(report.TABLE_COLUMNS)
     assert "\\begin{tabular}" in (out / "report.tex").read_text()
+    assert report.main([str(sweep), "--out", str(out), "--table-name", "paper_table"]) == 0
+    assert {p.name for p in out.glob("paper_table.*")} == {
+        "paper_table.md", "paper_table.csv", "paper_table.tex"
+    }  # fmt: skip
     assert (out / "report.md").read_text() in capsys.readouterr().out
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 from eagle import report, timeline
@@ -29,7 +30,7 @@ def test_best_placement_timeline_from_a_run_dir(cached_small_suites, tmp_path):
 
     png, trace = timeline.write(best, tmp_path / "out")
     assert png.stat().st_size > 10_000
-    events = json.loads(trace.read_text())["traceEvents"]
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert sum(e.get("cat") == "op" for e in events) == best.graph.num_ops
     assert sum(e.get("cat") == "copy" for e in events) == len(best.trace.copy_op)
 
@@ -37,4 +38,7 @@ def test_best_placement_timeline_from_a_run_dir(cached_small_suites, tmp_path):
     run(cfg("agent=heft", "suite=gnmt", "suite.variant=small"), runs / "gnmt__heft__p100x4__0")
     assert report.main([str(runs), "--out", str(tmp_path / "rep")]) == 0
     drawn = sorted(p.name for p in (tmp_path / "rep" / "timelines").iterdir())
-    assert drawn == ["timeline_gnmt__random__p100x4__0.png", "trace_gnmt__random__p100x4__0.json"]
+    assert drawn == [
+        "timeline_gnmt__random__p100x4__0.png",
+        "trace_gnmt__random__p100x4__0.json.gz",
+    ]
