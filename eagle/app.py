@@ -27,6 +27,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from eagle import run_dir
+from eagle.loop_validation import loop_validation
 from eagle.placer import Placer
 from eagle.problem import Problem, label
 from eagle.search import Budget, search
@@ -84,6 +85,13 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     cost_model = build(cfg.cost_model, _partial_=True)(cluster)
     problem = Problem(suite=who["suite"], graph=graph, cluster=cluster, cost_model=cost_model)
     placer = make_placer(cfg.agent, problem, who["seed"])
+    validation, skipped = loop_validation(
+        problem, who["suite"], str(cfg.suite.get("variant") or "default"),
+        int(cfg.validation.every), int(cfg.validation.repeats),
+    )  # fmt: skip
+    notes = [f"validation skipped: {skipped}"] if skipped else []
+    if skipped:
+        log.warning("validation.every=%d: skipped, %s", cfg.validation.every, skipped)
 
     checkpoint = out_dir / run_dir.CHECKPOINT
     meta = {
@@ -100,6 +108,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         checkpoint_every=int(cfg.checkpoint_every),
         checkpoint_meta=meta,
         progress=bool(cfg.progress),
+        on_iteration=validation,
     )
     summary = {
         **who,
@@ -112,7 +121,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "wall_s": result.wall_s,
         "lower_bound": problem.lower_bound,
         "stopped_by": result.stopped_by,
-        "notes": list(result.notes),
+        "notes": [*result.notes, *notes],
         "graph": {"name": graph.name, "ops": graph.num_ops},
         "cost_model": cost_model.provenance(),
     }

@@ -1,5 +1,6 @@
 """How a sweep's searches converged: best per-step time against samples and wall time,
-and the search cost (samples and seconds to come within 2% of a run's final best).
+and the search cost (samples and seconds to come within 2% of a run's final best). Runs
+with validation in the loop also show their real measurements on the curves.
 
 `eagle-report` calls these on the run dirs it reads. Every run logs one metrics row per
 iteration (`metrics.csv`: `samples`, `wall_s`, `best_step_time`); a one-shot placer
@@ -22,9 +23,12 @@ import pandas as pd
 
 from eagle import run_dir
 
+MARKERS = {"x": "best so far, measured for real", "o": "best so far, simulated"}
 WITHIN = 0.02  # a run has converged once its best is within 2% of its final best
+VALIDATION = ("val/measured_step_time", "val/predicted_step_time")
 CURVE_COLUMNS = (
-    "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time"
+    "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time",
+    *VALIDATION,
 )  # fmt: skip
 COST_COLUMNS = (
     "suite",
@@ -46,7 +50,10 @@ def curves(records: list[run_dir.RunRecord]) -> pd.DataFrame:
         summary, path = record.summary, record.path / run_dir.METRICS
         if summary is None or not path.is_file():
             continue
-        metrics = pd.read_csv(path, usecols=["samples", "wall_s", "best_step_time"])
+        metrics = pd.read_csv(path)
+        for column in VALIDATION:  # validation in the loop (eagle.loop_validation), if on
+            if column not in metrics:
+                metrics[column] = np.nan
         metrics = metrics.assign(
             suite=summary["suite"],
             cluster=summary["cluster"],
@@ -149,11 +156,11 @@ def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
             ax.set_xlabel(label)
             ax.set_ylabel("best per-step time (ms)")
             ax.grid(alpha=0.3)
-        ordered = [p for p in placers if p in handles]
+        ordered = [p for p in [*placers, *MARKERS.values()] if p in handles]
         fig.legend([handles[p] for p in ordered], ordered, loc="lower center",
-                   ncol=min(len(ordered), 8), fontsize=9, frameon=False, title_fontsize=8,
+                   ncol=min(len(ordered), 3 * len(panels)), fontsize=9, frameon=False,
                    title="solid: searches, mean over seeds (band: best to worst seed); "
-                   "dashed: one-shot placers")  # fmt: skip
+                   "dashed: one-shot placers", title_fontsize=8)  # fmt: skip
         fig.tight_layout(rect=(0, 0.14, 1, 1))
         for ext in ("png", "pdf"):
             path = out / f"convergence_{'samples' if x == 'samples' else 'wall'}.{ext}"
@@ -179,6 +186,8 @@ def _panel(
     grid = np.linspace(0.0, top, 400)
     low = float(finals.min()) * 1e3
     high = 1.6 * low  # the region where the placers compete; worse results are listed
+    real = panel["val/measured_step_time"].max() * 1e3
+    high = max(high, 1.05 * real) if math.isfinite(real) else high  # keep measurements
     off_scale = []
     for placer in placers:
         if placer in searches:
@@ -191,6 +200,14 @@ def _panel(
             (handles[placer],) = ax.plot(grid[seen], mean, color=colours[placer], lw=1.8)
             if len(runs) > 1:
                 ax.fill_between(grid[seen], lo, hi, color=colours[placer], alpha=0.18, lw=0)
+            checked = searches[placer].dropna(subset=list(VALIDATION))
+            for column, marker in zip(VALIDATION, ("x", "o"), strict=True):
+                if len(checked):
+                    handles[MARKERS[marker]] = ax.scatter(
+                        checked[x], checked[column] * 1e3, marker=marker, s=28, zorder=3,
+                        color=colours[placer], facecolors=colours[placer] if marker == "x"
+                        else "none",
+                    )  # fmt: skip
         elif placer in lines.index:
             value = float(lines[placer])
             if math.isfinite(value) and value <= high:
