@@ -301,10 +301,10 @@ class Executor:
         then releases one step of each set in turn (the others wait at their barrier,
         blocked, not spinning)."""
         context = multiprocessing.get_context("fork")
-        sets = [
-            self._start_workers(context, p, o, runs) for p, o in zip(places, orders, strict=True)
-        ]
+        sets: list[tuple[_Shared, list[Any]]] = []
         try:
+            for place, order in zip(places, orders, strict=True):
+                sets.append(self._start_workers(context, place, order, runs))
             for _ in range(runs):
                 for shared, _ in sets:  # each repeat: all start, all finish
                     shared.barrier.wait(timeout=600)
