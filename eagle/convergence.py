@@ -84,10 +84,14 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
         for _, run in curve.groupby("seed"):
             run = run.sort_values("samples")
             final = float(run.best_step_time.iloc[-1])
+            if math.isnan(final):  # no valid placement found: no best to converge to
+                continue
             first = run.loc[run.best_step_time <= (1 + WITHIN) * final].iloc[0]
             samples.append(int(first.samples))
             walls.append(float(first.wall_s))
             finals.append(final)
+        if not samples:
+            continue
         rows.append(
             {
                 "suite": suite,
@@ -126,7 +130,7 @@ def on_grid(run: pd.DataFrame, x: str, grid: np.ndarray) -> np.ndarray:
     xs = run[x].to_numpy(dtype=float)
     ys = run.best_step_time.to_numpy(dtype=float)
     order = np.argsort(xs, kind="stable")
-    xs, ys = xs[order], np.minimum.accumulate(ys[order])
+    xs, ys = xs[order], np.fmin.accumulate(ys[order])  # nan: no valid placement yet
     k = np.searchsorted(xs, grid, side="right") - 1
     return np.where(k >= 0, ys[np.clip(k, 0, None)], np.nan)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ def sweep(tmp_path) -> Path:
     run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95])  # within 2% at 32 samples
     run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0])  # only at the end: 64
     run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0])  # 4.05 <= 4.08: 48
+    run(tmp_path, "gnmt", "eagle", 3, [math.nan] * 3)  # never valid: no search cost
     run(tmp_path, "gnmt", "heft", 0, [3.0], one_shot=True)
     run(tmp_path, "bert", "hierarchical", 0, [7.0, 6.0])
     run(tmp_path, "bert", "expert", 0, [9.0], one_shot=True, metrics=False)  # old run dir
@@ -55,9 +57,10 @@ def test_search_cost_by_hand(sweep):
 
 
 def test_best_so_far_on_a_grid_is_a_step_function():
-    one = pd.DataFrame({"samples": [16, 32, 48], "best_step_time": [5.0, 6.0, 2.0]})
+    one = pd.DataFrame({"samples": [16, 32, 48, 64], "best_step_time": [np.nan, 5.0, 6.0, 2.0]})
     got = convergence.on_grid(one, "samples", np.array([0.0, 16.0, 40.0, 48.0, 100.0]))
-    np.testing.assert_array_equal(got, [np.nan, 5.0, 5.0, 2.0, 2.0])  # 6.0 is no best
+    # nan until the first valid best; 6.0 is no best
+    np.testing.assert_array_equal(got, [np.nan, np.nan, 5.0, 5.0, 2.0])
 
 
 def test_report_writes_search_cost_and_figures(sweep, tmp_path, capsys):
