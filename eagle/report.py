@@ -265,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     cost = convergence.search_cost(runs)
     cost = cost.iloc[np.lexsort((cost.placer.map(placer_rank), cost.suite.map(suite_rank)))]
     text = markdown(frame) + ("\n" + convergence.cost_markdown(cost) if len(cost) else "")
-    stem = out / args.table_name
-    written = [stem.with_suffix(ext) for ext in (".md", ".csv", ".tex")]
+    written = [out / f"{args.table_name}{ext}" for ext in (".md", ".csv", ".tex")]
     run_dir.write_text(written[0], text)
     run_dir.write_csv(written[1], frame)
     run_dir.write_text(written[2], latex(frame))
