@@ -40,10 +40,14 @@ SUMMARY_KEYS = (
 ERROR_KEYS = ("suite", "agent", "cluster", "seed", "error")
 
 
-def write_text(path: Path, text: str) -> None:
+def write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: Path, doc: Any) -> None:

@@ -66,9 +66,7 @@ def write(best: BestPlacement, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     trace_path = out / f"trace_{best.name}.json.gz"  # 1-6 MB as plain JSON; Perfetto
     doc = best.trace.to_chrome(best.graph, best.cluster, best.placement)  # opens .gz too
-    tmp = trace_path.with_name(trace_path.name + ".tmp")
-    tmp.write_bytes(gzip.compress(json.dumps(doc).encode("utf-8"), mtime=0))
-    tmp.replace(trace_path)
+    run_dir.write_bytes(trace_path, gzip.compress(json.dumps(doc).encode("utf-8"), mtime=0))
     png = out / f"timeline_{best.name}.png"
     gantt(best, png)
     return [png, trace_path]
