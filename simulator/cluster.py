@@ -6,6 +6,10 @@ seconds) and a bandwidth (beta^-1, bytes/s); `links.default` covers unlisted pai
 A link may say `by_sender: true`: the sending device does the copy itself (a CPU's
 memcpy, no copy engine), so the copy occupies the sender instead of running beside its
 compute (`simulator.engine`, rule 3 as extended there). Default false, DESIGN.md's rule.
+A device may name its `host` and its `contention`: devices of one host share its
+caches and memory, so an op slows by `contention` (a fraction) for each other device of
+its host that is busy when it starts (`simulator.engine`, rule 1 as extended there).
+Defaults: the device is alone on its host, contention 0, DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
 """
@@ -26,7 +30,7 @@ import yaml
 
 from simulator.devices import Roofline
 from simulator.errors import ClusterError
-from simulator.graph import BoolArray, FloatArray
+from simulator.graph import BoolArray, FloatArray, IntArray
 
 
 class _Loader(yaml.SafeLoader):
@@ -58,6 +62,8 @@ class Device:
     name: str
     type: str
     memory: float  # bytes
+    host: str = ""  # devices with the same host contend; "" = alone on its own
+    contention: float = 0.0  # op slowdown per other busy device of the host (fraction)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +150,17 @@ class Cluster:
     def memory(self) -> FloatArray:
         return np.array([d.memory for d in self.devices], dtype=np.float64)
 
+    @property
+    def host_index(self) -> IntArray:
+        """[D] which host each device is on (devices without a `host` are alone)."""
+        names = [d.host or f"\0{i}" for i, d in enumerate(self.devices)]
+        first = {name: i for i, name in reversed(list(enumerate(names)))}
+        return np.array([first[name] for name in names], dtype=np.int64)
+
+    @property
+    def contention(self) -> FloatArray:
+        return np.array([d.contention for d in self.devices], dtype=np.float64)
+
     def index(self, device_name: str) -> int:
         for i, d in enumerate(self.devices):
             if d.name == device_name:
@@ -179,7 +196,18 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         if any(x.name == name for x in devices):
             raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
         memory = _positive(d["memory"], f"device {name!r} memory")
-        devices.append(Device(name=name, type=str(d["type"]), memory=memory))
+        contention = d.get("contention", 0.0)
+        if (
+            isinstance(contention, bool)
+            or not isinstance(contention, int | float)
+            or not (math.isfinite(contention) and contention >= 0)
+        ):
+            raise ClusterError(
+                f"device {name!r} contention must be a non-negative fraction (0.1: its ops "
+                f"run 10% longer per other busy device of its host), got {contention!r}"
+            )
+        host = str(d.get("host") or "")
+        devices.append(Device(name, str(d["type"]), memory, host, float(contention)))
     return tuple(devices)
 
 

@@ -12,8 +12,15 @@ sending device does the copy itself, right after the producer and before its nex
 one copy at a time in destination-device order, and is busy for the copy's duration
 (it counts in `busy_time`). Such copies do not queue on the link. Measured on `cpu2`
 (results/fidelity/README.md): the executor's ops that send their output took 1.5-2x
-their one-worker time. `reference.py` implements the same rules plainly; tests require
-both to agree exactly.
+their one-worker time.
+
+Extension of rule 1 for devices that share a host (`host`, `contention` in the cluster
+file): an op takes its time x (1 + contention x the number of other devices of its host
+that are busy, with an op or a copy of their own, once every start of its instant is
+made). Its duration is fixed when it starts. Processes on the two cores of `cpu2` slow
+each other through the caches and memory they share: measured, see `eagle-profile`
+(`suites/cli.py`) and results/fidelity/README.md. `reference.py` implements the same
+rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
 graph, and its scratch arrays are reused across calls (one workspace per graph; the
@@ -155,6 +162,8 @@ def _simulate_kernel(
     latency: Any,  # [D, D]
     bandwidth: Any,
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
+    host: Any,  # [D] uint32 host of each device
+    contention: Any,  # [D] slowdown of a device's ops per other busy device of its host
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -243,6 +252,8 @@ def _simulate_kernel(
     params = np.zeros(D, np.float64)
     busy = np.zeros(D, np.float64)
     comm = 0.0
+    started = np.empty(D, np.uint32)  # devices that started an op this instant
+    n_started = _0
 
     for p in range(n):
         params[place[p]] += param_bytes[p]
@@ -299,13 +310,11 @@ def _simulate_kernel(
                 running[d] = op
                 if record:
                     op_start[op] = t
-                duration = times[op, d]
-                busy[d] += duration
                 mem[d] += temp_bytes[op] + output_bytes[op]
                 if mem[d] > peak[d]:
                     peak[d] = mem[d]
-                _heap_push(ev_time, ev_id, ev_size, t + duration, op)
-                ev_size += _1
+                started[n_started] = d  # its duration once all of this instant's starts
+                n_started += _1  # are known (contention counts the busy devices)
             else:
                 lk = r - D
                 if link_busy[lk] or link_head[lk] == link_tail[lk]:
@@ -331,6 +340,18 @@ def _simulate_kernel(
                 comm += copy_bytes[k]
                 _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
                 ev_size += _1
+        for s in range(n_started):
+            d = started[s]
+            op = running[d]
+            others = 0
+            for o in range(D):
+                if o != d and host[o] == host[d] and running[o] != n:
+                    others += 1
+            duration = times[op, d] * (1.0 + contention[d] * others)
+            busy[d] += duration
+            _heap_push(ev_time, ev_id, ev_size, t + duration, op)
+            ev_size += _1
+        n_started = _0
         if ev_size == _0:
             break
         # -- first half of the next instant: every finish at time t --
@@ -485,7 +506,8 @@ def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tup
         _KERNEL_GRAPHS[graph] = arrays
     times = cost_model.op_times(graph)
     latency, bandwidth = cost_model.link_latency, cost_model.link_bandwidth
-    return (times, *arrays, latency, bandwidth, cluster.by_sender)
+    host = cluster.host_index.astype(np.uint32)
+    return (times, *arrays, latency, bandwidth, cluster.by_sender, host, cluster.contention)
 
 
 _WORKSPACES: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()

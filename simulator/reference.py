@@ -4,7 +4,8 @@ Every decision is recomputed from scratch by scanning all ops and copies, and me
 re-summed from the definition of each buffer's lifetime at every instant. It is
 quadratic and meant for small graphs: tests require the fast simulator (`engine.py`) to
 agree with it exactly on hundreds of random cases. Links marked `by_sender` follow the
-extension of rule 3 described in `engine.py`.
+extension of rule 3 described in `engine.py`, devices that share a host its extension of
+rule 1.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def simulate_reference(
     place = check_placement(graph, cluster, placement).tolist()
     n, D = graph.num_ops, cluster.num_devices
     times = cost_model.op_times(graph, cluster)
-    dur = [float(times[i, place[i]]) for i in range(n)]
+    dur = [float(times[i, place[i]]) for i in range(n)]  # alone; contention set at start
+    host, contention = cluster.host_index.tolist(), cluster.contention.tolist()
     preds = [graph.predecessors(i).tolist() for i in range(n)]
     succs = [graph.successors(i).tolist() for i in range(n)]
 
@@ -99,6 +101,7 @@ def simulate_reference(
     while True:
         # Rules 1-2: an idle device starts its ready op that became ready first; but first
         # its own copies (by-sender links) of the op it finished last, in copy order.
+        started = []
         for d in range(D):
             if running[d] is not None:
                 continue
@@ -121,7 +124,16 @@ def simulate_reference(
             ]
             if ready:
                 _, i = min(ready)
-                running[d], op_start[i], op_end[i] = i, t, t + dur[i]
+                running[d], op_start[i] = i, t
+                started.append(i)
+        # An op slows for each other device of its host busy once this instant has started.
+        for i in started:
+            d = place[i]
+            others = sum(
+                1 for o in range(D) if o != d and host[o] == host[d] and running[o] is not None
+            )
+            dur[i] *= 1.0 + contention[d] * others
+            op_end[i] = t + dur[i]
         # Rule 3: an idle link starts the copy that became ready first.
         for src in range(D):
             for dst in range(D):

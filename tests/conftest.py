@@ -16,13 +16,28 @@ from simulator import Cluster, CostModel, OpGraph
 UNIT = "unit"
 
 
-def unit_cluster(num_devices: int = 2, memory: float = 1e12, **links: Any) -> Cluster:
+def unit_cluster(
+    num_devices: int = 2,
+    memory: float = 1e12,
+    *,
+    hosts: list[str] | None = None,
+    contention: Any = 0.0,
+    **links: Any,
+) -> Cluster:
     default = {"bandwidth": 1.0, "latency": 1.0, **links}
+    hosts = hosts or [""] * num_devices
     return Cluster.from_dict(
         {
             "name": f"unit{num_devices}",
             "devices": [
-                {"name": f"d{i}", "type": UNIT, "memory": memory} for i in range(num_devices)
+                {
+                    "name": f"d{i}",
+                    "type": UNIT,
+                    "memory": memory,
+                    "host": hosts[i],
+                    "contention": contention,
+                }
+                for i in range(num_devices)
             ],
             "links": {"default": default},
             "device_types": {

@@ -56,10 +56,17 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
         for d in range(num_devices)
         if s != d
     ]
+    contention = draw(st.sampled_from([0.0, 0.5, 1.0]))  # some devices share a host
     cluster = Cluster.from_dict(
         {
             "devices": [
-                {"name": f"d{i}", "type": "unit", "memory": float(rng.integers(5, 40))}
+                {
+                    "name": f"d{i}",
+                    "type": "unit",
+                    "memory": float(rng.integers(5, 40)),
+                    "host": f"h{rng.integers(0, 2)}",
+                    "contention": contention,
+                }
                 for i in range(num_devices)
             ],
             "links": {"pairs": links},

@@ -281,3 +281,49 @@ def test_by_sender_must_be_a_boolean():
 
     with pytest.raises(ClusterError, match="by_sender must be true or false"):
         unit_cluster(2, by_sender="yes")
+
+
+# ---- devices sharing a host: an op slows per other busy device of its host ---------------
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_contention_slows_ops_that_start_while_a_host_mate_is_busy(sim):
+    cluster = unit_cluster(3, hosts=["h", "h", "other"], contention=0.5)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [
+            {"name": "a", "t": 2},
+            {"name": "b", "t": 1},
+            {"name": "c", "t": 4},
+            {"name": "e", "t": 2},
+        ],
+        [("b", "c", 0)],
+    )
+    r = sim(g, [0, 1, 1, 2], cluster, cost, trace=True)
+    # a and b start together on host h: each x1.5, a [0,3], b [0,1.5]. c starts at 1.5
+    # while a still runs: x1.5 for all of it, [1.5,7.5], though a ends at 3 (fixed at
+    # start). e is alone on its host: [0,2].
+    assert r.trace.op_start.tolist() == [0, 0, 1.5, 0]
+    assert r.trace.op_end.tolist() == [3, 1.5, 7.5, 2]
+    assert r.step_time == 7.5
+    assert r.busy_time.tolist() == [3, 7.5, 2]
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_no_contention_without_a_busy_host_mate(sim):
+    cluster = unit_cluster(2, hosts=["h", "h"], contention=0.5)
+    cost = CostModel.default(cluster)
+    g = graph([{"name": "a", "t": 2}, {"name": "b", "t": 1}], [("a", "b", 1)])
+    r = sim(g, [0, 1], cluster, cost, trace=True)
+    # a [0,2] alone; the copy (1 B: 2 s) on the link [2,4]; b [4,5] while d0 is idle
+    assert r.trace.op_end.tolist() == [2, 5]
+    assert r.step_time == 5
+
+
+def test_contention_must_be_a_non_negative_fraction():
+    from simulator import ClusterError
+
+    with pytest.raises(ClusterError, match="'d0' contention must be a non-negative fraction"):
+        unit_cluster(2, contention=-0.1)
+    assert unit_cluster(2).contention.tolist() == [0, 0]
+    assert unit_cluster(3, hosts=["h", "", "h"]).host_index.tolist() == [0, 1, 0]
