@@ -161,6 +161,29 @@ class Cluster:
     def contention(self) -> FloatArray:
         return np.array([d.contention for d in self.devices], dtype=np.float64)
 
+    def mirror(self) -> IntArray | None:
+        """A relabelling of the devices under which the cluster is the same (device i ->
+        `mirror[i]`): interchangeable devices (same type, memory, host and contention)
+        in reverse order, if that keeps every link as it was; None if there is none.
+
+        A placement and its mirror image cost the same in the simulator, but on a real
+        machine one core can run slower than its twin for minutes; measuring both and
+        pooling cancels that (`simulator.validation`)."""
+        groups: dict[tuple[str, float, float], list[int]] = {}
+        for i, d in enumerate(self.devices):
+            groups.setdefault((d.type, d.memory, d.contention), []).append(i)
+        perm = np.arange(self.num_devices)
+        for members in groups.values():
+            perm[members] = members[::-1]
+        if (perm == np.arange(self.num_devices)).all():
+            return None
+        shared_host = self.host_index[:, None] == self.host_index[None, :]
+        same = all(
+            np.array_equal(m[np.ix_(perm, perm)], m)
+            for m in (self.latency, self.bandwidth, self.by_sender, shared_host)
+        )
+        return perm if same else None
+
     def index(self, device_name: str) -> int:
         for i, d in enumerate(self.devices):
             if d.name == device_name:

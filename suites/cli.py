@@ -242,6 +242,7 @@ def profile(
     base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
     handoff = overhead = 0.0
     two_workers: list[HandOffs] = []
+    contention: dict[str, float] = {}
     try:
         # small variants first: the executor measurements below fork worker processes,
         # which is quick while this process holds only small models
@@ -257,6 +258,7 @@ def profile(
                 gc.collect()
                 handoff = handoff_latency()
                 overhead, two_workers = _in_step_times(prof, base, suite_names)
+                contention = host_contention(prof.device_type, suite_names)
         # CPU workers hand off through shared memory; a GPU's link is the one to the host
         profile_copies(prof, device, _copy, destination=torch.device("cpu"))
     finally:
@@ -287,6 +289,7 @@ def profile(
             "handoff_latency": handoff,
             "in_step_latency": {h.suite: c for h, c in zip(two_workers, in_step, strict=True)},
         },
+        **_contention_fit(contention),
     }
     prof.complete = True
     prof.save(out)
@@ -382,6 +385,67 @@ def _in_step_times(
     return max(0.0, float(np.median(per_suite))), hand_offs
 
 
+def host_contention(
+    device_type: str, suite_names: list[str], repeats: int = 20
+) -> dict[str, float]:
+    """How much two CPU workers of this host slow each other: per small suite, the
+    one-worker step on each core in turn, against both at once (`at_once`), interleaved
+    step by step; the median over repeats of (together / alone) - 1.
+
+    This is the `contention` of the cluster's devices (`simulator.engine`): with both
+    cores busy, every op starts while its host mate is busy.
+    """
+    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12} for i in (0, 1)]
+    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
+    cluster = Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
+    model = CostModel(cluster, {device_type: DATASHEET["cpu-worker"]})  # orders the ops only
+    out = {}
+    for name in suite_names:
+        graph, module, args = suites.program(name, "small")
+        runner = Executor(Program(module, args), graph, cluster, model)
+        first, second = np.zeros(graph.num_ops, dtype=np.int64), np.ones(graph.num_ops, np.int64)
+        alone_0, alone_1, both_0, both_1 = runner.measure_many(
+            [first, second, first, second], warmup=2, repeats=repeats, at_once=[[2, 3]]
+        )
+        alone = np.add(alone_0.step_times, alone_1.step_times)
+        both = np.add(both_0.step_times, both_1.step_times)
+        out[name] = float(np.median(both / alone)) - 1.0
+    return out
+
+
+def _contention_fit(per_suite: dict[str, float]) -> dict[str, Any]:
+    """The profile's fit entries: the median over the suites (never below 0)."""
+    if not per_suite:
+        return {}
+    median = max(0.0, float(np.median(list(per_suite.values()))))
+    return {"contention": median, "contention_per_suite": per_suite}
+
+
+def _contention_line(fit: dict[str, Any]) -> str:
+    per_suite = ", ".join(f"{k} {v:+.1%}" for k, v in fit["contention_per_suite"].items())
+    return f"host contention: {fit['contention']:.1%} (median of {per_suite})"
+
+
+def _remeasure_contention(device: torch.device, device_type: str, names: list[str],
+                          out: Path) -> int:  # fmt: skip
+    if device.type != "cpu":
+        raise CliError("--contention-only measures CPU workers; use --device cpu")
+    if not out.exists():
+        raise CliError(f"--contention-only updates a complete profile; {out} does not exist")
+    prof = Profile.load(out)
+    if prof.device_type != device_type:
+        raise CliError(f"{out} profiles device type {prof.device_type!r}, not {device_type!r}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the executor's CPU workers run
+    try:
+        prof.fit.update(_contention_fit(host_contention(device_type, names)))
+    finally:
+        torch.set_num_threads(threads)
+    prof.save(out)
+    print(f"{out}: {_contention_line(prof.fit)}")
+    return 0
+
+
 def profile_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="eagle-profile",
@@ -394,6 +458,12 @@ def profile_main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="small,default", help="comma-separated")
     p.add_argument("--out", type=Path, help="profile file (default: TYPE.json.gz here)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--contention-only",
+        action="store_true",
+        help="only re-measure how much two workers of this host slow each other, into the "
+        "complete CPU profile at --out (a minute; the rest of the profile is kept)",
+    )
     args = p.parse_args(argv)
     try:
         device = _profile_device(args.device)
@@ -408,6 +478,8 @@ def profile_main(argv: list[str] | None = None) -> int:
         out = args.out or Path(f"{device_type}.json.gz")
         if not out.parent.is_dir():
             raise CliError(f"--out {out}: directory {out.parent} does not exist")
+        if args.contention_only:
+            return _remeasure_contention(device, device_type, names, out)
         prof = profile(device, device_type, names, variants, out, not args.no_progress)
     except KeyboardInterrupt:
         print("eagle-profile: interrupted; rerun the same command to resume", file=sys.stderr)
@@ -430,6 +502,8 @@ def profile_main(argv: list[str] | None = None) -> int:
         f"link: latency {fit['link']['latency'] * 1e6:.2f} us, "
         f"bandwidth {fit['link']['bandwidth'] / 1e9:.1f} GB/s"
     )
+    if "contention" in fit:
+        print(_contention_line(fit))
     print("held-out accuracy of the fit (relative error):")
     for a in fit["accuracy"]:
         print(

@@ -83,7 +83,11 @@ def test_cpu2_is_two_cpu_workers():
     from simulator.profile import Profile
 
     shipped = Path(simulator.__file__).with_name("profiles") / "cpu-worker.json.gz"
-    fit = Profile.load(shipped).fit["link"]
+    fit = Profile.load(shipped).fit
+    # the two workers share this host; how much they slow each other is measured there
+    assert c.host_index.tolist() == [0, 0]
+    assert c.contention.tolist() == pytest.approx([fit["contention"]] * 2, abs=0.0005)
+    fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
     assert c.bandwidth[0, 1] == pytest.approx(fit["bandwidth"], rel=0.01)
     assert c.by_sender[0, 1] and c.by_sender[1, 0] and not c.by_sender[0, 0]
@@ -397,3 +401,23 @@ def test_device_type_unknown_field(tmp_path):
 )
 def test_device_type_bad_numbers(tmp_path, entry):
     _bad(tmp_path, _with_type(entry), "device type 'tpu'")
+
+
+def test_mirror_swaps_interchangeable_devices_only():
+    assert Cluster.load("cpu2").mirror().tolist() == [1, 0]
+    assert Cluster.load("p100x4").mirror().tolist() == [0, 4, 3, 2, 1]  # the GPUs reversed
+    doc = {
+        "devices": [{"name": f"d{i}", "type": "t", "memory": 1} for i in range(2)],
+        "links": {"default": {"bandwidth": 1, "latency": 0},
+                  "pairs": [{"src": "d0", "dst": "d1", "bandwidth": 2, "latency": 0}]},
+    }  # fmt: skip
+    assert Cluster.from_dict(doc).mirror() is None  # d0 -> d1 is faster than d1 -> d0
+    doc["links"].pop("pairs")
+    assert Cluster.from_dict(doc).mirror().tolist() == [1, 0]
+    doc["devices"][0]["host"] = "h"  # d0 shares its host with nobody; so does d1
+    assert Cluster.from_dict(doc).mirror().tolist() == [1, 0]
+    doc["devices"].append({"name": "d2", "type": "t", "memory": 1, "host": "h"})
+    assert Cluster.from_dict(doc).mirror().tolist() == [2, 1, 0]  # d0 and d2 share h
+    doc["devices"][1]["host"] = "h"
+    doc["devices"][2]["host"] = ""
+    assert Cluster.from_dict(doc).mirror() is None  # d0 -> d2 would part d0 and d1

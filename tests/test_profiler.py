@@ -88,7 +88,8 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(cached_small_suites, tm
                          "--out", str(out), "--no-progress"]) == 0  # fmt: skip
     profile = Profile.load(out)
     assert profile.complete and profile.device_type == "cpu-worker"
-    assert {"roofline", "link", "op_overhead", "accuracy"} <= set(profile.fit)
+    assert {"roofline", "link", "op_overhead", "accuracy", "contention"} <= set(profile.fit)
+    assert set(profile.fit["contention_per_suite"]) == {"bert"}
     assert profile.meta["suites"] == ["bert/small"] and profile.meta["torch"] == torch.__version__
     cluster = Cluster.load("cpu2")
     model = CostModel.default(cluster, profiles=[out])
@@ -102,6 +103,15 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(cached_small_suites, tm
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
+    # re-measure the contention only: the rest of the profile is kept
+    profile.fit["contention_per_suite"] = {"bert": -1.0}
+    profile.save(out)
+    assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
+                         "--contention-only"]) == 0  # fmt: skip
+    again = Profile.load(out)
+    assert again.fit["contention_per_suite"]["bert"] > -1.0 and again.ops == profile.ops
+    assert again.fit["contention"] == max(0.0, again.fit["contention_per_suite"]["bert"])
+    assert "host contention" in capsys.readouterr().out
 
 
 def test_cli_refuses_an_output_dir_that_does_not_exist(tmp_path, capsys):

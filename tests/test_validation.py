@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from simulator import Cluster, CostModel, simulate
-from simulator.validation import Point, Validator, fidelity, kendall_tau, scatter, spearman_rho
+from simulator.validation import (
+    STATISTICS,
+    Point,
+    Validator,
+    fidelity,
+    kendall_tau,
+    scatter,
+    spearman_rho,
+)
 from tests.test_executor import tiny_step
 
 
@@ -46,3 +54,15 @@ def test_validator_measures_and_predicts():
     sim = simulate(graph, place, cluster, cost)
     assert point.predicted == sim.step_time and point.valid == sim.valid  # split groups: not
     assert point.measured > 0 and point.label == "alt"  # valid, but the executor runs it
+    assert len(point.times) == 4  # with its mirror image (cpu0 and cpu1 swapped), pooled
+    assert point.measured == pytest.approx(min(point.times))  # `quiet` of one: its fastest
+
+
+def test_quiet_statistic_by_hand():
+    quiet = STATISTICS["quiet"]
+    # medians 2 and 4, fastest 1 and 2: factor sqrt(1 * 2) / sqrt(2 * 4) = 0.5
+    assert quiet([[1, 2, 3], [2, 4, 6]]) == pytest.approx([1, 2])
+    # the medians rank: a placement with one lucky step does not jump ahead
+    # medians 5 and 4, fastest 1 and 4: factor sqrt(1 * 4 / (5 * 4))
+    assert quiet([[1, 5, 5], [4, 4, 4]]) == pytest.approx([5 * 0.2**0.5, 4 * 0.2**0.5])
+    assert STATISTICS["min"]([[1, 5, 5], [4, 4, 4]]) == [1, 4]
