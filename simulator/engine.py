@@ -16,10 +16,12 @@ their one-worker time.
 
 Extension of rule 1 for devices that share a host (`host`, `contention` in the cluster
 file): an op takes its time x (1 + contention x the number of other devices of its host
-that are busy, with an op or a copy of their own, once every start of its instant is
-made). Its duration is fixed when it starts. Processes on the two cores of `cpu2` slow
-each other through the caches and memory they share: measured, see `eagle-profile`
-(`suites/cli.py`) and results/fidelity/README.md. `reference.py` implements the same
+still at work in the step, once every start of its instant is made: running an op or a
+copy of their own, or with ops yet to start). Its duration is fixed when it starts. The
+executor's CPU workers spin while they wait for an input, so a worker is at work from
+the step's start to its last op; on `cpu2` every op of a step that uses both workers
+ran slower than on one worker alone (`eagle-profile` measures it, `suites/cli.py`;
+results/fidelity/README.md). `reference.py` implements the same
 rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
@@ -254,6 +256,7 @@ def _simulate_kernel(
     comm = 0.0
     started = np.empty(D, np.uint32)  # devices that started an op this instant
     n_started = _0
+    unstarted = dev_count.copy()  # ops each device has yet to start
 
     for p in range(n):
         params[place[p]] += param_bytes[p]
@@ -308,6 +311,7 @@ def _simulate_kernel(
                 op = ready_op[dev_head[d]]
                 dev_head[d] += _1
                 running[d] = op
+                unstarted[d] -= _1
                 if record:
                     op_start[op] = t
                 mem[d] += temp_bytes[op] + output_bytes[op]
@@ -345,7 +349,7 @@ def _simulate_kernel(
             op = running[d]
             others = 0
             for o in range(D):
-                if o != d and host[o] == host[d] and running[o] != n:
+                if o != d and host[o] == host[d] and (running[o] != n or unstarted[o] > _0):
                     others += 1
             duration = times[op, d] * (1.0 + contention[d] * others)
             busy[d] += duration

@@ -233,12 +233,7 @@ class Executor:
         return self.measure_many([placement], warmup=warmup, repeats=repeats)[0]
 
     def measure_many(
-        self,
-        placements: Sequence[Any],
-        *,
-        warmup: int = 1,
-        repeats: int = 5,
-        at_once: Sequence[Sequence[int]] = (),
+        self, placements: Sequence[Any], *, warmup: int = 1, repeats: int = 5
     ) -> list[Measurement]:
         """Measure several placements with their steps interleaved: on CPU devices, one
         step of each placement in turn, `warmup + repeats` times over.
@@ -247,23 +242,12 @@ class Executor:
         tenant's bursts). Placements measured one after another each meet a different
         machine; interleaved step by step, consecutive steps of different placements lie
         tens of milliseconds apart and meet the same one.
-
-        `at_once` lists groups of placements (indices) whose steps start at the same
-        time, each set of workers on its own processes: how `eagle-profile` measures what
-        workers on one host cost each other (`contention`). CPU devices only.
         """
         places = [check_placement(self.graph, self.cluster, p) for p in placements]
         orders = [self.order(place) for place in places]
         runs = warmup + repeats
-        together = {i for group in at_once for i in group}
-        turns = [list(g) for g in at_once] + [[i] for i in range(len(places)) if i not in together]
-        turns.sort(key=min)
-        if sorted(i for g in turns for i in g) != list(range(len(places))):
-            raise ValueError(f"at_once must name each placement index at most once: {at_once}")
         if all(d.type == "cpu" for d in self.devices):
-            done = self._run_processes(places, orders, runs, turns)
-        elif at_once:
-            raise ExecutorError("at_once runs only on CPU devices (worker processes)")
+            done = self._run_processes(places, orders, runs)
         else:
             done = [self._run_threads(p, o, runs) for p, o in zip(places, orders, strict=True)]
         return [
@@ -311,28 +295,20 @@ class Executor:
         ]
 
     def _run_processes(
-        self,
-        places: list[IntArray],
-        orders: list[list[list[int]]],
-        runs: int,
-        turns: list[list[int]],
+        self, places: list[IntArray], orders: list[list[list[int]]], runs: int
     ) -> list[_Runs]:
         """One set of worker processes per placement, all started at once; the parent
-        then releases one step of each turn's sets in turn (the others wait at their
-        barrier, blocked, not spinning). The sets of a turn share one barrier, so their
-        steps start together."""
+        then releases one step of each set in turn (the others wait at their barrier,
+        blocked, not spinning)."""
         context = multiprocessing.get_context("fork")
-        num = len(self.devices)
-        barriers = [context.Barrier(num * len(turn) + 1) for turn in turns]  # + the parent
-        barrier_of = {i: b for turn, b in zip(turns, barriers, strict=True) for i in turn}
         sets: list[tuple[_Shared, list[Any]]] = []
         try:
-            for i, (place, order) in enumerate(zip(places, orders, strict=True)):
-                sets.append(self._start_workers(context, place, order, runs, barrier_of[i]))
+            for place, order in zip(places, orders, strict=True):
+                sets.append(self._start_workers(context, place, order, runs))
             for _ in range(runs):
-                for barrier in barriers:  # each repeat: the turn's sets start, all finish
-                    barrier.wait(timeout=600)
-                    barrier.wait(timeout=600)
+                for shared, _ in sets:  # each repeat: all start, all finish
+                    shared.barrier.wait(timeout=600)
+                    shared.barrier.wait(timeout=600)
         except threading.BrokenBarrierError:
             failed = next((s for s, _ in sets if not s.errors.empty()), None)
             why = failed.errors.get() if failed is not None else "a worker died"
@@ -360,7 +336,7 @@ class Executor:
         return results
 
     def _start_workers(
-        self, context: Any, place: IntArray, order: list[list[int]], runs: int, barrier: Any
+        self, context: Any, place: IntArray, order: list[list[int]], runs: int
     ) -> tuple[_Shared, list[Any]]:
         num = len(self.devices)
         # What each device reads of another's ops: the very nodes (views included), so
@@ -381,7 +357,7 @@ class Executor:
             busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             op_time=torch.zeros(runs, self.graph.num_ops, dtype=torch.float64).share_memory_(),
             loss=torch.zeros(1, dtype=torch.float64).share_memory_(),
-            barrier=barrier,  # the parent waits at it too, without using a core
+            barrier=context.Barrier(num + 1),  # the parent waits without using a core
             errors=context.SimpleQueue(),
         )
         workers = [

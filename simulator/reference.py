@@ -68,6 +68,10 @@ def simulate_reference(
     def arrival_time(p: int, d: int) -> float:
         return op_end[p] if place[p] == d else copy_end[(p, d)]
 
+    def at_work(d: int) -> bool:
+        """Running an op or a copy of its own, or with ops yet to start."""
+        return running[d] is not None or any(op_start[j] is None for j in ops_on[d])
+
     def by_sender(k: tuple[int, int]) -> bool:
         return bool(cluster.by_sender[place[k[0]], k[1]])
 
@@ -126,12 +130,10 @@ def simulate_reference(
                 _, i = min(ready)
                 running[d], op_start[i] = i, t
                 started.append(i)
-        # An op slows for each other device of its host busy once this instant has started.
+        # An op slows for each other device of its host at work once this instant has started.
         for i in started:
             d = place[i]
-            others = sum(
-                1 for o in range(D) if o != d and host[o] == host[d] and running[o] is not None
-            )
+            others = sum(1 for o in range(D) if o != d and host[o] == host[d] and at_work(o))
             dur[i] *= 1.0 + contention[d] * others
             op_end[i] = t + dur[i]
         # Rule 3: an idle link starts the copy that became ready first.

@@ -33,7 +33,7 @@ import suites.registry
 from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, simulate
 from simulator.calibration import fit_link, fit_roofline
 from simulator.devices import DATASHEET, Roofline
-from simulator.executor import Executor, Program, handoff_latency
+from simulator.executor import Executor, Measurement, Program, handoff_latency
 from simulator.placement import dealt_in_chunks
 from simulator.profile import Profile
 from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
@@ -241,8 +241,7 @@ def profile(
         torch.set_num_threads(1)  # as the executor's CPU workers run
     base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
     handoff = overhead = 0.0
-    two_workers: list[HandOffs] = []
-    contention: dict[str, float] = {}
+    two_workers: list[TwoWorkers] = []
     try:
         # small variants first: the executor measurements below fork worker processes,
         # which is quick while this process holds only small models
@@ -258,7 +257,6 @@ def profile(
                 gc.collect()
                 handoff = handoff_latency()
                 overhead, two_workers = _in_step_times(prof, base, suite_names)
-                contention = host_contention(prof.device_type, suite_names)
         # CPU workers hand off through shared memory; a GPU's link is the one to the host
         profile_copies(prof, device, _copy, destination=torch.device("cpu"))
     finally:
@@ -266,8 +264,6 @@ def profile(
     source = f"fitted to eagle-profile of {prof.meta['device']}, {prof.meta['date']}"
     roofline, accuracy = fit_roofline(prof.ops, base, source)
     latency, bandwidth = fit_link(prof.copies)
-    in_step = [h.cost(bandwidth) for h in two_workers]
-    weights = [h.weight for h in two_workers]
     prof.fit = {
         "roofline": {
             "peak_flops": roofline.peak_flops,
@@ -280,17 +276,14 @@ def profile(
         "op_overhead": overhead,
         "accuracy": [vars(a) for a in accuracy],
         "link": {
-            # what a hand-off costs inside a step where measured, else memcpy + flag
-            "latency": float(np.average(in_step, weights=weights))
-            if sum(weights) > 0
-            else latency + handoff,
+            # a hand-off inside a step where measured (below), else memcpy + flag
+            "latency": latency + handoff,
             "bandwidth": bandwidth,
             "copy_latency": latency,
             "handoff_latency": handoff,
-            "in_step_latency": {h.suite: c for h, c in zip(two_workers, in_step, strict=True)},
         },
-        **_contention_fit(contention),
     }
+    _fit_two_workers(prof.fit, two_workers)
     prof.complete = True
     prof.save(out)
     return prof
@@ -302,14 +295,16 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 @dataclass(frozen=True)
-class HandOffs:
-    """A small suite's step on two workers with a hand-off after every op, against one."""
+class TwoWorkers:
+    """A small suite's step on two workers with a hand-off after every op, against one
+    worker, measured interleaved."""
 
     suite: str
     extra_s: float  # worker time (both workers) beyond the one-worker step's
     one_worker_s: float  # the one-worker step's worker time
     copies: int
     copy_bytes: float
+    contention: float  # how much slower the ops that neither send nor read a copy ran
 
     @property
     def weight(self) -> float:
@@ -319,17 +314,82 @@ class HandOffs:
         GNMT-small: 998 in 19 ms)."""
         return (self.copies / self.one_worker_s) ** 2 if self.one_worker_s > 0 else 0.0
 
-    def cost(self, bandwidth: float) -> float:
-        """Seconds one hand-off costs in a step, less its bytes at `bandwidth`: the
-        latency of a by-sender link that charges the senders the measured extra time."""
-        return max(0.0, (self.extra_s - self.copy_bytes / bandwidth) / max(1, self.copies))
+    def cost(self, bandwidth: float, contention: float) -> float:
+        """Seconds one hand-off costs in a step, less its bytes at `bandwidth` and the
+        slow-down `contention` of every op: the latency of a by-sender link that
+        charges the senders the rest of the measured extra time."""
+        rest = self.extra_s - contention * self.one_worker_s - self.copy_bytes / bandwidth
+        return max(0.0, rest / max(1, self.copies))
+
+
+def _fit_two_workers(fit: dict[str, Any], two_workers: list[TwoWorkers]) -> None:
+    """The host's `contention` (median over the suites, never below 0) and the link's
+    in-step latency (inverse-variance mean over the suites) into a profile's fit."""
+    if not two_workers:
+        return
+    contention = max(0.0, float(np.median([w.contention for w in two_workers])))
+    bandwidth = fit["link"]["bandwidth"]
+    in_step = [w.cost(bandwidth, contention) for w in two_workers]
+    weights = [w.weight for w in two_workers]
+    if sum(weights) > 0:
+        fit["link"]["latency"] = float(np.average(in_step, weights=weights))
+    fit["link"]["in_step_latency"] = {w.suite: c for w, c in zip(two_workers, in_step, strict=True)}
+    fit["contention"] = contention
+    fit["contention_per_suite"] = {w.suite: w.contention for w in two_workers}
+
+
+def _two_worker_cluster(device_type: str) -> Cluster:
+    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12} for i in (0, 1)]
+    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
+    return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
+
+
+def _two_workers(runner: Executor, name: str, rounds: int) -> tuple[TwoWorkers, list[Measurement]]:
+    """Run a small suite's step on one worker and on two with a hand-off after every op
+    (colocation groups kept together), their steps interleaved, in `rounds` rounds, so
+    both meet the same machine speed. Returns what the second worker cost and the one-worker steps.
+
+    Two things make the two-worker step slower than the one-worker step. (1) A hand-off
+    costs more than its memcpy and flag (measured alone): the sender's copy loop in
+    Python, the reader's first touch of the copy, caches gone cold while waiting.
+    (2) Every op runs slower while the other worker is at work (computing, or spinning
+    for its next input): the ops that neither send nor read a copy tell how much
+    (`contention`: their worker time on two workers over that on one, minus 1; the
+    median over the rounds). On this VM it came out at 1-21% per suite in consecutive
+    runs: the machine's noise is of its size.
+    """
+    graph = runner.graph
+    one, two = np.zeros(graph.num_ops, dtype=np.int64), dealt_in_chunks(graph, 1, 2)
+    steps, splits = [], []
+    for _ in range(rounds):  # each round: fresh workers, one step of each in turn
+        step, split = runner.measure_many([one, two], warmup=2, repeats=7)
+        steps.append(step)
+        splits.append(split)
+    extra = [
+        float(b.busy_time.sum() - a.busy_time.sum()) for a, b in zip(steps, splits, strict=True)
+    ]
+    remote = two[graph.edge_src] != two[graph.edge_dst]
+    talks = np.zeros(graph.num_ops, dtype=bool)
+    talks[graph.edge_src[remote]] = talks[graph.edge_dst[remote]] = True
+    ran = np.median([m.op_time for m in steps], axis=0) > 0  # not bare inputs
+    quiet = ~talks & ran  # the ops that neither send nor read a copy
+    slower = [b.op_time[quiet].sum() / a.op_time[quiet].sum() - 1.0
+              for a, b in zip(steps, splits, strict=True)]  # fmt: skip
+    contention = float(np.median(slower)) if quiet.any() else 0.0
+    sim = simulate(graph, two, runner.cluster, runner.cost_model, trace=True)
+    assert sim.trace is not None
+    copies = sim.trace.copy_bytes
+    worker = TwoWorkers(name, float(np.median(extra)),
+                        float(np.median([float(m.busy_time.sum()) for m in steps])),
+                        len(copies), float(copies.sum()), contention)  # fmt: skip
+    return worker, steps
 
 
 def _in_step_times(
-    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = 3
-) -> tuple[float, list[HandOffs]]:
+    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = 6
+) -> tuple[float, list[TwoWorkers]]:
     """Time the ops inside whole steps; return the per-op overhead of a step and what
-    hand-offs between two workers cost.
+    a second worker costs (`_two_workers`).
 
     In a step each op reads data another op just wrote, allocates fresh outputs and
     passes through the executor's worker loop; timed alone, an op repeats on warm inputs
@@ -339,110 +399,63 @@ def _in_step_times(
     alone (the full-size suites) get the overhead returned here added: per small suite,
     (single-worker step time - the isolated times' sum) / kernels; the median over the
     suites, so one suite measured in a slow minute does not set it.
-
-    Two workers: a hand-off costs more than its memcpy and flag (measured alone): the
-    sender's copy loop in Python, the reader's first touch of the copy, caches gone cold
-    while waiting. So each small suite also runs with every op on the other worker than
-    its predecessor (colocation groups kept together), interleaved `rounds` times with
-    the one-worker step so both see the same machine speed; the extra worker time per
-    copy (`HandOffs.cost`), averaged over the suites by inverse variance, becomes the
-    link's latency, charged to the sender.
     """
-    devices = [{"name": f"cpu{i}", "type": prof.device_type, "memory": 1e12} for i in (0, 1)]
-    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
-    cluster = Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
+    cluster = _two_worker_cluster(prof.device_type)
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
-    hand_offs = []
+    two_workers = []
     samples: dict[str, list[float]] = {}
     for name in suite_names:
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
         runner = Executor(Program(module, args), graph, cluster, model)
-        one, two = np.zeros(graph.num_ops, dtype=np.int64), dealt_in_chunks(graph, 1, 2)
-        steps, extra, base = [], [], []
-        for _ in range(rounds):
-            step = runner.measure(one, warmup=2, repeats=7)
-            split = runner.measure(two, warmup=2, repeats=7)
-            steps.append(step)
-            extra.append(float(split.busy_time.sum() - step.busy_time.sum()))
-            base.append(float(step.busy_time.sum()))
+        worker, steps = _two_workers(runner, name, rounds)
+        two_workers.append(worker)
         step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((step.step_time - float(predicted.sum())) / kernels)
         for i, sig in enumerate(graph.signatures):
             if sig is not None:
                 samples.setdefault(sig, []).append(float(step.op_time[i]))
-        sim = simulate(graph, two, cluster, model, trace=True)
-        assert sim.trace is not None
-        copies = sim.trace.copy_bytes
-        hand_offs.append(HandOffs(name, float(np.median(extra)), float(np.median(base)),
-                                  len(copies), float(copies.sum())))  # fmt: skip
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
-    return max(0.0, float(np.median(per_suite))), hand_offs
+    return max(0.0, float(np.median(per_suite))), two_workers
 
 
-def host_contention(
-    device_type: str, suite_names: list[str], repeats: int = 20
-) -> dict[str, float]:
-    """How much two CPU workers of this host slow each other: per small suite, the
-    one-worker step on each core in turn, against both at once (`at_once`), interleaved
-    step by step; the median over repeats of (together / alone) - 1.
-
-    This is the `contention` of the cluster's devices (`simulator.engine`): with both
-    cores busy, every op starts while its host mate is busy.
-    """
-    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12} for i in (0, 1)]
-    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
-    cluster = Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
-    model = CostModel(cluster, {device_type: DATASHEET["cpu-worker"]})  # orders the ops only
-    out = {}
-    for name in suite_names:
-        graph, module, args = suites.program(name, "small")
-        runner = Executor(Program(module, args), graph, cluster, model)
-        first, second = np.zeros(graph.num_ops, dtype=np.int64), np.ones(graph.num_ops, np.int64)
-        alone_0, alone_1, both_0, both_1 = runner.measure_many(
-            [first, second, first, second], warmup=2, repeats=repeats, at_once=[[2, 3]]
-        )
-        alone = np.add(alone_0.step_times, alone_1.step_times)
-        both = np.add(both_0.step_times, both_1.step_times)
-        out[name] = float(np.median(both / alone)) - 1.0
-    return out
+def _two_workers_line(fit: dict[str, Any]) -> str:
+    per_suite = ", ".join(
+        f"{k} {v:+.1%} and {fit['link']['in_step_latency'][k] * 1e6:.1f} us"
+        for k, v in fit["contention_per_suite"].items()
+    )
+    return (
+        f"a second worker: ops {fit['contention']:.1%} slower, hand-offs "
+        f"{fit['link']['latency'] * 1e6:.2f} us (per suite: {per_suite})"
+    )
 
 
-def _contention_fit(per_suite: dict[str, float]) -> dict[str, Any]:
-    """The profile's fit entries: the median over the suites (never below 0)."""
-    if not per_suite:
-        return {}
-    median = max(0.0, float(np.median(list(per_suite.values()))))
-    return {"contention": median, "contention_per_suite": per_suite}
-
-
-def _contention_line(fit: dict[str, Any]) -> str:
-    per_suite = ", ".join(f"{k} {v:+.1%}" for k, v in fit["contention_per_suite"].items())
-    return f"host contention: {fit['contention']:.1%} (median of {per_suite})"
-
-
-def _remeasure_contention(device: torch.device, device_type: str, names: list[str],
-                          out: Path) -> int:  # fmt: skip
+def _remeasure_two_workers(device: torch.device, names: list[str], out: Path) -> int:
     if device.type != "cpu":
-        raise CliError("--contention-only measures CPU workers; use --device cpu")
+        raise CliError("--two-workers-only measures CPU workers; use --device cpu")
     if not out.exists():
-        raise CliError(f"--contention-only updates a complete profile; {out} does not exist")
+        raise CliError(f"--two-workers-only updates a complete profile; {out} does not exist")
     prof = Profile.load(out)
-    if prof.device_type != device_type:
-        raise CliError(f"{out} profiles device type {prof.device_type!r}, not {device_type!r}")
+    cluster = _two_worker_cluster(prof.device_type)
+    model = CostModel.default(cluster, profiles=[out])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the executor's CPU workers run
     try:
-        prof.fit.update(_contention_fit(host_contention(device_type, names)))
+        two_workers = []
+        for name in names:
+            graph, module, args = suites.program(name, "small")
+            runner = Executor(Program(module, args), graph, cluster, model)
+            two_workers.append(_two_workers(runner, name, rounds=6)[0])  # as _in_step_times
     finally:
         torch.set_num_threads(threads)
+    _fit_two_workers(prof.fit, two_workers)
     prof.save(out)
-    print(f"{out}: {_contention_line(prof.fit)}")
+    print(f"{out}: {_two_workers_line(prof.fit)}")
     return 0
 
 
@@ -459,10 +472,10 @@ def profile_main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="profile file (default: TYPE.json.gz here)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
-        "--contention-only",
+        "--two-workers-only",
         action="store_true",
-        help="only re-measure how much two workers of this host slow each other, into the "
-        "complete CPU profile at --out (a minute; the rest of the profile is kept)",
+        help="only re-measure what a second CPU worker costs (contention, hand-off latency) "
+        "into the complete profile at --out (a minute; the rest of the profile is kept)",
     )
     args = p.parse_args(argv)
     try:
@@ -478,8 +491,8 @@ def profile_main(argv: list[str] | None = None) -> int:
         out = args.out or Path(f"{device_type}.json.gz")
         if not out.parent.is_dir():
             raise CliError(f"--out {out}: directory {out.parent} does not exist")
-        if args.contention_only:
-            return _remeasure_contention(device, device_type, names, out)
+        if args.two_workers_only:
+            return _remeasure_two_workers(device, names, out)
         prof = profile(device, device_type, names, variants, out, not args.no_progress)
     except KeyboardInterrupt:
         print("eagle-profile: interrupted; rerun the same command to resume", file=sys.stderr)
@@ -503,7 +516,7 @@ def profile_main(argv: list[str] | None = None) -> int:
         f"bandwidth {fit['link']['bandwidth'] / 1e9:.1f} GB/s"
     )
     if "contention" in fit:
-        print(_contention_line(fit))
+        print(_two_workers_line(fit))
     print("held-out accuracy of the fit (relative error):")
     for a in fit["accuracy"]:
         print(

@@ -86,21 +86,6 @@ def test_measure_many_interleaves_the_placements_steps(cpu2):
     assert (order == np.arange(starts.size)).all()
 
 
-def test_at_once_starts_a_groups_steps_together(cpu2):
-    _, _, _, graph, program = tiny_step(dropout=0.5)
-    ex = Executor(program, graph, *cpu2)
-    zeros, ones = np.zeros(graph.num_ops, int), np.ones(graph.num_ops, int)
-    ms = ex.measure_many([zeros, ones, zeros, ones], warmup=1, repeats=3, at_once=[[2, 3]])
-    assert [m.loss for m in ms] == [ex.reference_loss()] * 4
-    starts = np.array([m.step_starts for m in ms])
-    ends = starts + np.array([m.step_times for m in ms])
-    # 0 and 1 take turns; 2 and 3 run together: each starts before the other ends
-    assert (starts[1] >= ends[0]).all() and (starts[2] >= ends[1]).all()
-    assert (starts[3] < ends[2]).all() and (starts[2] < ends[3]).all()
-    with pytest.raises(ValueError, match="at most once"):
-        ex.measure_many([zeros, ones], at_once=[[0, 1], [1]])
-
-
 def test_busy_time_is_where_the_ops_are(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.0)
     m = Executor(program, graph, *cpu2).measure(np.zeros(graph.num_ops, int), repeats=1)

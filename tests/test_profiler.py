@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 from simulator import Cluster, CostModel, CostModelError
 from simulator.profile import Profile
 from simulator.profiler import KernelCall, _random_like, kernel_calls, profile_ops
-from suites.cli import profile_main
+from suites.cli import TwoWorkers, _fit_two_workers, profile_main
 from tests.test_executor import tiny_step
 
 CPU = torch.device("cpu")
@@ -103,15 +104,29 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(cached_small_suites, tm
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
-    # re-measure the contention only: the rest of the profile is kept
+    # re-measure what a second worker costs only: the rest of the profile is kept
     profile.fit["contention_per_suite"] = {"bert": -1.0}
     profile.save(out)
     assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
-                         "--contention-only"]) == 0  # fmt: skip
+                         "--two-workers-only"]) == 0  # fmt: skip
     again = Profile.load(out)
     assert again.fit["contention_per_suite"]["bert"] > -1.0 and again.ops == profile.ops
     assert again.fit["contention"] == max(0.0, again.fit["contention_per_suite"]["bert"])
-    assert "host contention" in capsys.readouterr().out
+    assert again.fit["link"]["latency"] == again.fit["link"]["in_step_latency"]["bert"]
+    assert "a second worker: ops" in capsys.readouterr().out
+
+
+def test_hand_off_cost_by_hand():
+    # 10 ms more worker time over 100 copies of 1 MB in all at 1 GB/s: 1 ms is bytes; with
+    # every op 5% slower on a 40 ms step, 2 ms is contention; 7 ms / 100 copies = 70 us
+    worker = TwoWorkers("s", extra_s=0.010, one_worker_s=0.040, copies=100, copy_bytes=1e6,
+                        contention=0.05)  # fmt: skip
+    assert worker.cost(1e9, 0.05) == pytest.approx(70e-6)
+    assert worker.cost(1e9, 0.0) == pytest.approx(90e-6)
+    fit = {"link": {"bandwidth": 1e9, "latency": 1.0}}
+    _fit_two_workers(fit, [worker, replace(worker, suite="t", contention=-0.01)])
+    assert fit["contention"] == pytest.approx(0.02)  # the median over the suites
+    assert fit["link"]["latency"] == pytest.approx((0.010 - 0.02 * 0.040 - 1e-3) / 100)
 
 
 def test_cli_refuses_an_output_dir_that_does_not_exist(tmp_path, capsys):

@@ -283,11 +283,11 @@ def test_by_sender_must_be_a_boolean():
         unit_cluster(2, by_sender="yes")
 
 
-# ---- devices sharing a host: an op slows per other busy device of its host ---------------
+# ---- devices sharing a host: an op slows per other device of its host at work -------------
 
 
 @pytest.mark.parametrize("sim", SIMULATORS)
-def test_contention_slows_ops_that_start_while_a_host_mate_is_busy(sim):
+def test_contention_slows_ops_that_start_while_a_host_mate_is_at_work(sim):
     cluster = unit_cluster(3, hosts=["h", "h", "other"], contention=0.5)
     cost = CostModel.default(cluster)
     g = graph(
@@ -310,14 +310,17 @@ def test_contention_slows_ops_that_start_while_a_host_mate_is_busy(sim):
 
 
 @pytest.mark.parametrize("sim", SIMULATORS)
-def test_no_contention_without_a_busy_host_mate(sim):
+def test_a_host_mate_waiting_for_input_is_at_work_one_done_is_not(sim):
     cluster = unit_cluster(2, hosts=["h", "h"], contention=0.5)
     cost = CostModel.default(cluster)
     g = graph([{"name": "a", "t": 2}, {"name": "b", "t": 1}], [("a", "b", 1)])
     r = sim(g, [0, 1], cluster, cost, trace=True)
-    # a [0,2] alone; the copy (1 B: 2 s) on the link [2,4]; b [4,5] while d0 is idle
-    assert r.trace.op_end.tolist() == [2, 5]
-    assert r.step_time == 5
+    # a [0,3]: d1 waits for it (the executor's worker spins); the copy (1 B: 2 s) [3,5];
+    # b [5,6]: d0 has no ops left
+    assert r.trace.op_end.tolist() == [3, 6]
+    assert r.step_time == 6
+    alone = sim(g, [0, 0], cluster, cost)
+    assert alone.step_time == 3  # one device: nobody to contend with
 
 
 def test_contention_must_be_a_non_negative_fraction():
