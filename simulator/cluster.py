@@ -8,7 +8,8 @@ memcpy, no copy engine), so the copy occupies the sender instead of running besi
 compute (`simulator.engine`, rule 3 as extended there). Default false, DESIGN.md's rule.
 A device may name its `host` and its `contention`: devices of one host share its
 caches and memory, so an op slows by `contention` (a fraction) for each other device of
-its host that is busy when it starts (`simulator.engine`, rule 1 as extended there).
+its host still at work in the step when it starts (`simulator.engine`, rule 1 as
+extended there).
 Defaults: the device is alone on its host, contention 0, DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
@@ -63,7 +64,7 @@ class Device:
     type: str
     memory: float  # bytes
     host: str = ""  # devices with the same host contend; "" = alone on its own
-    contention: float = 0.0  # op slowdown per other busy device of the host (fraction)
+    contention: float = 0.0  # op slowdown per other device of the host at work (fraction)
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,8 +164,9 @@ class Cluster:
 
     def mirror(self) -> IntArray | None:
         """A relabelling of the devices under which the cluster is the same (device i ->
-        `mirror[i]`): interchangeable devices (same type, memory, host and contention)
-        in reverse order, if that keeps every link as it was; None if there is none.
+        `mirror[i]`): interchangeable devices (same type, memory and contention) in
+        reverse order, if that keeps every link and which devices share a host as they
+        were; None if there is no such relabelling.
 
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
@@ -227,7 +229,7 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         ):
             raise ClusterError(
                 f"device {name!r} contention must be a non-negative fraction (0.1: its ops "
-                f"run 10% longer per other busy device of its host), got {contention!r}"
+                f"run 10% longer per other device of its host at work), got {contention!r}"
             )
         host = str(d.get("host") or "")
         devices.append(Device(name, str(d["type"]), memory, host, float(contention)))

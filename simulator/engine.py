@@ -21,8 +21,8 @@ copy of their own, or with ops yet to start). Its duration is fixed when it star
 executor's CPU workers spin while they wait for an input, so a worker is at work from
 the step's start to its last op; on `cpu2` every op of a step that uses both workers
 ran slower than on one worker alone (`eagle-profile` measures it, `suites/cli.py`;
-results/fidelity/README.md). `reference.py` implements the same
-rules plainly; tests require both to agree exactly.
+results/fidelity/README.md). `reference.py` implements the same rules plainly; tests
+require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
 graph, and its scratch arrays are reused across calls (one workspace per graph; the
@@ -165,7 +165,7 @@ def _simulate_kernel(
     bandwidth: Any,
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
-    contention: Any,  # [D] slowdown of a device's ops per other busy device of its host
+    contention: Any,  # [D] slowdown of a device's ops per other device of its host at work
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -318,7 +318,7 @@ def _simulate_kernel(
                 if mem[d] > peak[d]:
                     peak[d] = mem[d]
                 started[n_started] = d  # its duration once all of this instant's starts
-                n_started += _1  # are known (contention counts the busy devices)
+                n_started += _1  # are known (contention counts the devices at work)
             else:
                 lk = r - D
                 if link_busy[lk] or link_head[lk] == link_tail[lk]:

@@ -338,6 +338,12 @@ def _fit_two_workers(fit: dict[str, Any], two_workers: list[TwoWorkers]) -> None
     fit["contention_per_suite"] = {w.suite: w.contention for w in two_workers}
 
 
+# Rounds of the one- against two-worker steps. On this VM the contention (median over
+# the suites) came out at 3.8% and 12.7% with three rounds in runs minutes apart, and at
+# 7.8%, 2.8% and 9.6% with six (results/fidelity/README.md).
+TWO_WORKER_ROUNDS = 6
+
+
 def _two_worker_cluster(device_type: str) -> Cluster:
     devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12} for i in (0, 1)]
     links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
@@ -347,7 +353,8 @@ def _two_worker_cluster(device_type: str) -> Cluster:
 def _two_workers(runner: Executor, name: str, rounds: int) -> tuple[TwoWorkers, list[Measurement]]:
     """Run a small suite's step on one worker and on two with a hand-off after every op
     (colocation groups kept together), their steps interleaved, in `rounds` rounds, so
-    both meet the same machine speed. Returns what the second worker cost and the one-worker steps.
+    both meet the same machine speed. Returns what the second worker cost, and the
+    one-worker steps.
 
     Two things make the two-worker step slower than the one-worker step. (1) A hand-off
     costs more than its memcpy and flag (measured alone): the sender's copy loop in
@@ -386,7 +393,7 @@ def _two_workers(runner: Executor, name: str, rounds: int) -> tuple[TwoWorkers, 
 
 
 def _in_step_times(
-    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = 6
+    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = TWO_WORKER_ROUNDS
 ) -> tuple[float, list[TwoWorkers]]:
     """Time the ops inside whole steps; return the per-op overhead of a step and what
     a second worker costs (`_two_workers`).
@@ -450,7 +457,7 @@ def _remeasure_two_workers(device: torch.device, names: list[str], out: Path) ->
         for name in names:
             graph, module, args = suites.program(name, "small")
             runner = Executor(Program(module, args), graph, cluster, model)
-            two_workers.append(_two_workers(runner, name, rounds=6)[0])  # as _in_step_times
+            two_workers.append(_two_workers(runner, name, TWO_WORKER_ROUNDS)[0])
     finally:
         torch.set_num_threads(threads)
     _fit_two_workers(prof.fit, two_workers)
