@@ -20,8 +20,9 @@ repeats: by default `quiet`, its median at the level of the set's fastest steps,
 estimates the dedicated machine the simulator prices; `min` and `median` as named
 (why: `simulator.validation`).
 
-Writes `points.csv` (placement, predicted, measured, ...), `scatter.png` and
-`summary.json` (`suite`, `cluster`, `n`, `median_ape`, `kendall_tau`, `spearman_rho`,
+Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
+rounds, ...), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
+`kendall_tau`, `spearman_rho`, the 90% intervals of the first two over resampled rounds,
 `round_spread`: the machine's noise while it ran, the command, machine and cost-model
 provenance) to `out`.
 """
@@ -46,7 +47,7 @@ from simulator import Cluster, CostModel, SimulatorError, placement_from_json
 from simulator.executor import Program
 from simulator.graph import IntArray
 from simulator.placement import dealt_in_chunks
-from simulator.validation import Point, Validator, fidelity, scatter
+from simulator.validation import Point, Validator, bootstrap_rounds, fidelity, scatter
 
 DEFAULTS: dict[str, str] = {
     "suite": "gnmt",
@@ -144,17 +145,26 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         )
         for k, (label, pts) in enumerate(samples.items())
     ]
+    uncertainty = bootstrap_rounds(
+        [[p.times for p in pts] for pts in samples.values()],
+        [p.predicted for p in points],
+        validator.summarise,
+    )
     out = Path(args["out"] or f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([vars(p) for p in points]).drop(columns="times")
     frame["error"] = (frame.predicted - frame.measured) / frame.measured
+    frame["measured_lo"], frame["measured_hi"] = uncertainty.measured_lo, uncertainty.measured_hi
     run_dir.write_csv(out / "points.csv", frame)
-    scatter(points, out / "scatter.png", f"{name} ({variant}) on {cluster.name}")
+    scatter(points, out / "scatter.png", f"{name} ({variant}) on {cluster.name}", uncertainty)
     summary = {
         "suite": name,
         "variant": variant,
         "cluster": cluster.name,
         **fidelity(points),
+        # 90% intervals over resampled rounds: what the measurement's noise allows
+        "kendall_tau_range": list(uncertainty.kendall_tau),
+        "median_ape_range": list(uncertainty.median_ape),
         "statistic": args["statistic"],
         # how far apart one placement's rounds are (median over placements of their
         # spread / measured): the machine's noise while this ran; compare with the error
@@ -177,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(
         f"{summary['suite']} on {summary['cluster']}: n={summary['n']}, median APE "
-        f"{summary['median_ape']:.1%}, Kendall tau {summary['kendall_tau']:.2f}, Spearman rho "
-        f"{summary['spearman_rho']:.2f}; rounds of a placement differ by "
+        f"{summary['median_ape']:.1%}, Kendall tau {summary['kendall_tau']:.2f} "
+        "(90% over resampled rounds: {:.2f} to {:.2f}), ".format(*summary["kendall_tau_range"])
+        + f"Spearman rho {summary['spearman_rho']:.2f}; rounds of a placement differ by "
         f"{summary['round_spread']:.0%} (the machine's noise)"
     )
     return 0

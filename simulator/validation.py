@@ -129,6 +129,51 @@ class Validator:
         ]
 
 
+@dataclass(frozen=True)
+class Uncertainty:
+    """90% intervals of a validation's numbers over resampled rounds (`bootstrap_rounds`)."""
+
+    measured_lo: tuple[float, ...]  # per placement
+    measured_hi: tuple[float, ...]
+    kendall_tau: tuple[float, float]
+    median_ape: tuple[float, float]
+
+
+def bootstrap_rounds(
+    rounds: Sequence[Sequence[Sequence[float]]],
+    predicted: Sequence[float],
+    summarise: Callable[[Sequence[Sequence[float]]], list[float]],
+    draws: int = 200,
+    seed: int = 0,
+) -> Uncertainty:
+    """How far the measured times, tau and APE could move with other rounds.
+
+    `rounds[placement][round]` holds that round's step times. Each draw takes as many
+    rounds as there are, with replacement, the same ones for every placement (a round is
+    one stretch of the machine's time for all of them), and recomputes the measured
+    times (`summarise`) and the fidelity numbers. On a noisy machine this says whether
+    a tau below target is the model or the measurement: pairs of placements whose
+    intervals overlap cannot be ordered by this measurement.
+    """
+    rng = np.random.default_rng(seed)
+    n_rounds = min(len(r) for r in rounds)
+    pred = np.asarray(predicted, dtype=float)
+    measured, taus, apes = [], [], []
+    for _ in range(draws):
+        pick = rng.integers(n_rounds, size=n_rounds)
+        m = np.array(summarise([[t for k in pick for t in r[k]] for r in rounds]))
+        measured.append(m)
+        taus.append(kendall_tau(pred, m))
+        apes.append(float(np.median(np.abs(pred - m) / m)))
+    lo, hi = np.quantile(np.array(measured), [0.05, 0.95], axis=0)
+    return Uncertainty(
+        measured_lo=tuple(float(x) for x in lo),
+        measured_hi=tuple(float(x) for x in hi),
+        kendall_tau=(float(np.nanquantile(taus, 0.05)), float(np.nanquantile(taus, 0.95))),
+        median_ape=(float(np.quantile(apes, 0.05)), float(np.quantile(apes, 0.95))),
+    )
+
+
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     """Kendall's tau-b (ties counted as in the tau-b formula); nan for fewer than 2 points."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -177,8 +222,11 @@ def fidelity(points: list[Point]) -> dict[str, float]:
     }
 
 
-def scatter(points: list[Point], path: Path, title: str) -> None:
-    """Predicted vs measured step time (ms), with the y = x line."""
+def scatter(
+    points: list[Point], path: Path, title: str, uncertainty: Uncertainty | None = None
+) -> None:
+    """Predicted vs measured step time (ms), with the y = x line (and the measured
+    times' 90% intervals as horizontal bars, if given)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,10 +234,18 @@ def scatter(points: list[Point], path: Path, title: str) -> None:
 
     predicted = np.array([p.predicted for p in points]) * 1e3
     measured = np.array([p.measured for p in points]) * 1e3
+    low, high = measured, measured
+    tau_range = ""
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.scatter(measured, predicted, s=22, color="tab:blue", zorder=3)
-    lo = 0.9 * min(predicted.min(), measured.min())
-    hi = 1.1 * max(predicted.max(), measured.max())
+    if uncertainty is not None:
+        low = np.minimum(np.array(uncertainty.measured_lo) * 1e3, measured)
+        high = np.maximum(np.array(uncertainty.measured_hi) * 1e3, measured)
+        ax.errorbar(measured, predicted, xerr=[measured - low, high - measured], fmt="none",
+                    ecolor="tab:blue", alpha=0.4, label="measured: 90% over rounds")  # fmt: skip
+        tau_range = " [{:.2f}, {:.2f}]".format(*uncertainty.kendall_tau)
+    lo = 0.9 * min(predicted.min(), low.min())
+    hi = 1.1 * max(predicted.max(), high.max())
     ax.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", label="y = x (perfect)")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
@@ -197,8 +253,8 @@ def scatter(points: list[Point], path: Path, title: str) -> None:
     ax.set_ylabel("predicted step time (ms)")
     stats = fidelity(points)
     ax.set_title(
-        f"{title}\nmedian APE {stats['median_ape']:.1%}, Kendall tau {stats['kendall_tau']:.2f}, "
-        f"n = {len(points)}",
+        f"{title}\nmedian APE {stats['median_ape']:.1%}, Kendall tau {stats['kendall_tau']:.2f}"
+        f"{tau_range}, n = {len(points)}",
         fontsize=10,
     )
     ax.legend(loc="upper left")

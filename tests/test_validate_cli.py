@@ -23,7 +23,7 @@ def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, t
 
 def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path):
     out = tmp_path / "report"
-    args = ["suite=bert", "n=8", "rounds=1", "repeats=1", f"out={out}"]
+    args = ["suite=bert", "n=8", "rounds=2", "repeats=1", f"out={out}"]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert {"suite", "cluster", "n", "median_ape", "kendall_tau", "spearman_rho"} <= set(summary)
@@ -31,4 +31,8 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert summary["round_spread"] >= 0
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
+    assert (points.measured_lo <= points.measured).all()
+    assert (points.measured <= points.measured_hi).all()
+    low, high = summary["kendall_tau_range"]
+    assert -1 <= low <= high <= 1
     assert (out / "scatter.png").stat().st_size > 1000

@@ -12,6 +12,7 @@ from simulator.validation import (
     STATISTICS,
     Point,
     Validator,
+    bootstrap_rounds,
     fidelity,
     kendall_tau,
     scatter,
@@ -66,3 +67,20 @@ def test_quiet_statistic_by_hand():
     # medians 5 and 4, fastest 1 and 4: factor sqrt(1 * 4 / (5 * 4))
     assert quiet([[1, 5, 5], [4, 4, 4]]) == pytest.approx([5 * 0.2**0.5, 4 * 0.2**0.5])
     assert STATISTICS["min"]([[1, 5, 5], [4, 4, 4]]) == [1, 4]
+
+
+def test_bootstrap_over_rounds():
+    median = STATISTICS["median"]
+    # every round alike: nothing to resample, the intervals are the point values
+    steady = [[[1.0, 1.0]] * 4, [[2.0, 2.0]] * 4]
+    u = bootstrap_rounds(steady, [1.0, 2.0], median, draws=20)
+    assert u.measured_lo == u.measured_hi == (1.0, 2.0)
+    assert u.kendall_tau == (1.0, 1.0) and u.median_ape == (0.0, 0.0)
+    # the two placements swap places from round to round: either order can come out
+    flip = [[[1.0], [3.0], [1.0], [3.0]], [[2.0], [2.0], [2.0], [2.0]]]
+    u = bootstrap_rounds(flip, [1.0, 2.0], median, draws=200, seed=1)
+    assert u.measured_lo[0] == 1.0 and u.measured_hi[0] == 3.0
+    assert u.kendall_tau == (-1.0, 1.0)
+    assert bootstrap_rounds(flip, [1.0, 2.0], median, draws=50, seed=3) == bootstrap_rounds(
+        flip, [1.0, 2.0], median, draws=50, seed=3
+    )
