@@ -22,6 +22,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -151,16 +152,21 @@ class Cluster:
     def memory(self) -> FloatArray:
         return np.array([d.memory for d in self.devices], dtype=np.float64)
 
-    @property
+    @cached_property
     def host_index(self) -> IntArray:
-        """[D] which host each device is on (devices without a `host` are alone)."""
+        """[D] which host each device is on (devices without a `host` are alone).
+        Cached, like `contention`: every `simulate` call passes both to the kernel."""
         names = [d.host or f"\0{i}" for i, d in enumerate(self.devices)]
         first = {name: i for i, name in reversed(list(enumerate(names)))}
-        return np.array([first[name] for name in names], dtype=np.int64)
+        index = np.array([first[name] for name in names], dtype=np.int64)
+        index.setflags(write=False)
+        return index
 
-    @property
+    @cached_property
     def contention(self) -> FloatArray:
-        return np.array([d.contention for d in self.devices], dtype=np.float64)
+        contention = np.array([d.contention for d in self.devices], dtype=np.float64)
+        contention.setflags(write=False)
+        return contention
 
     def mirror(self) -> IntArray | None:
         """A relabelling of the devices under which the cluster is the same (device i ->
@@ -179,7 +185,8 @@ class Cluster:
             perm[members] = members[::-1]
         if (perm == np.arange(self.num_devices)).all():
             return None
-        shared_host = self.host_index[:, None] == self.host_index[None, :]
+        hosts = self.host_index
+        shared_host = hosts[:, None] == hosts[None, :]
         same = all(
             np.array_equal(m[np.ix_(perm, perm)], m)
             for m in (self.latency, self.bandwidth, self.by_sender, shared_host)

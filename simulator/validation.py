@@ -164,7 +164,7 @@ def bootstrap_rounds(
         m = np.array(summarise([[t for k in pick for t in r[k]] for r in rounds]))
         measured.append(m)
         taus.append(kendall_tau(pred, m))
-        apes.append(float(np.median(np.abs(pred - m) / m)))
+        apes.append(float(np.median(_ape(pred, m))))
     lo, hi = np.quantile(np.array(measured), [0.05, 0.95], axis=0)
     return Uncertainty(
         measured_lo=tuple(float(x) for x in lo),
@@ -172,6 +172,11 @@ def bootstrap_rounds(
         kendall_tau=(float(np.nanquantile(taus, 0.05)), float(np.nanquantile(taus, 0.95))),
         median_ape=(float(np.quantile(apes, 0.05)), float(np.quantile(apes, 0.95))),
     )
+
+
+def _ape(predicted: Any, measured: Any) -> Any:
+    """Absolute percentage errors (fractions) of the predictions."""
+    return np.abs(predicted - measured) / measured
 
 
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
@@ -212,7 +217,7 @@ def fidelity(points: list[Point]) -> dict[str, float]:
     """n, median absolute percentage error (a fraction), Kendall's tau, Spearman's rho."""
     predicted = np.array([p.predicted for p in points])
     measured = np.array([p.measured for p in points])
-    ape = np.abs(predicted - measured) / measured
+    ape = _ape(predicted, measured)
     return {
         "n": len(points),
         "median_ape": float(np.median(ape)),
