@@ -21,7 +21,10 @@ estimates the dedicated machine the simulator prices; `min` and `median` as name
 (why: `simulator.validation`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
-rounds, ...), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
+rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:
+`label`, `round`, `step`, `time` and `start` in seconds, `start` on the
+`time.perf_counter` clock; a mirror image's steps follow the placement's own in its
+round), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
 `kendall_tau`, `spearman_rho`, the 90% intervals of the first two over resampled rounds,
 `round_spread`: the machine's noise while it ran, the command, machine and cost-model
 provenance) to `out`.
@@ -156,6 +159,14 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
     frame["error"] = (frame.predicted - frame.measured) / frame.measured
     frame["measured_lo"], frame["measured_hi"] = uncertainty.measured_lo, uncertainty.measured_hi
     run_dir.write_csv(out / "points.csv", frame)
+    steps = [
+        (label, r, k, t, start)
+        for label, pts in samples.items()
+        for r, p in enumerate(pts)
+        for k, (t, start) in enumerate(zip(p.times, p.starts, strict=True))
+    ]
+    columns = ["label", "round", "step", "time", "start"]
+    run_dir.write_csv(out / "steps.csv", pd.DataFrame(steps, columns=columns))
     scatter(points, out / "scatter.png", f"{name} ({variant}) on {cluster.name}", uncertainty)
     summary = {
         "suite": name,

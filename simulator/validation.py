@@ -51,6 +51,7 @@ class Point:
     spread: float  # max - min of the measured repeats
     loss: float
     times: tuple[float, ...] = ()  # every measured repeat (seconds)
+    starts: tuple[float, ...] = ()  # when each began (`time.perf_counter`, seconds)
 
 
 def _quiet(times: Sequence[Sequence[float]]) -> list[float]:
@@ -111,7 +112,11 @@ class Validator:
         n = len(placements)
         if perm is not None:  # pool each placement with its mirror image
             reals = [
-                replace(a, step_times=a.step_times + b.step_times)
+                replace(
+                    a,
+                    step_times=a.step_times + b.step_times,
+                    step_starts=a.step_starts + b.step_starts,
+                )
                 for a, b in zip(reals[:n], reals[n:], strict=True)
             ]
         measured = self.summarise([real.step_times for real in reals])
@@ -124,6 +129,7 @@ class Validator:
                 spread=max(real.step_times) - min(real.step_times),
                 loss=real.loss,
                 times=real.step_times,
+                starts=real.step_starts,
             )
             for k, (label, real) in enumerate(zip(placements, reals, strict=True))
         ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from eagle.validate import main
+from simulator.validation import STATISTICS
 
 
 def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
@@ -33,6 +35,13 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
     assert (points.measured_lo <= points.measured).all()
     assert (points.measured <= points.measured_hi).all()
+    steps = pd.read_csv(out / "steps.csv")  # 8 placements x 2 rounds x (own + mirror) step
+    assert len(steps) == 32 and set(steps["round"]) == {0, 1} and set(steps.step) == {0, 1}
+    times = [steps.time[steps.label == label].tolist() for label in points.label]
+    assert STATISTICS["quiet"](times) == pytest.approx(points.measured.tolist())
+    # mirror images run in the same rounds: each round's steps lie within its span
+    spans = steps.groupby("round").start.agg(["min", "max"])
+    assert (spans["max"].iloc[0] < spans["min"].iloc[1]) and steps.start.is_unique
     low, high = summary["kendall_tau_range"]
     assert -1 <= low <= high <= 1
     assert (out / "scatter.png").stat().st_size > 1000
