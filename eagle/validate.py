@@ -155,7 +155,7 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
     )
     out = Path(args["out"] or f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame([vars(p) for p in points]).drop(columns="times")
+    frame = pd.DataFrame([vars(p) for p in points]).drop(columns=["times", "starts"])
     frame["error"] = (frame.predicted - frame.measured) / frame.measured
     frame["measured_lo"], frame["measured_hi"] = uncertainty.measured_lo, uncertainty.measured_hi
     run_dir.write_csv(out / "points.csv", frame)

@@ -33,6 +33,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert summary["round_spread"] >= 0
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
+    assert not {"times", "starts"} & set(points.columns)  # per-step data: steps.csv
     assert (points.measured_lo <= points.measured).all()
     assert (points.measured <= points.measured_hi).all()
     steps = pd.read_csv(out / "steps.csv")  # 8 placements x 2 rounds x (own + mirror) step
