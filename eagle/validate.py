@@ -2,6 +2,7 @@
 
     eagle-validate suite=gnmt cluster=cpu2 n=20 [variant=small] [seed=0] [repeats=4] [rounds=8]
                    [placements=a.json,b.json] [out=results/fidelity/gnmt]
+    eagle-validate suite=gnmt cluster=cpu2 pool=results/fidelity/history
 
 The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
@@ -27,14 +28,24 @@ rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuri
 round), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
 `kendall_tau`, `spearman_rho`, the 90% intervals of the first two over resampled rounds,
 `round_spread`: the machine's noise while it ran, the command, machine and cost-model
-provenance) to `out`.
+provenance) and `placements.json.gz` (every placement measured, by label: the device
+index of each op) to `out`.
+
+With `pool=DIR`, it measures nothing: it re-predicts, with the current cost model, the
+placements of every report in DIR's folders of that suite, variant and cluster, and
+pools their measured times (`simulator.validation.pool_runs`): one run's tau is mostly
+noise on a shared host, so a change to the model is judged against many runs. Only the
+placements every report measured count (a label whose placement differs between reports
+is left out).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import platform
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +61,16 @@ from simulator import Cluster, CostModel, SimulatorError, placement_from_json
 from simulator.executor import Program
 from simulator.graph import IntArray
 from simulator.placement import dealt_in_chunks
-from simulator.validation import Point, Validator, bootstrap_rounds, fidelity, scatter
+from simulator.validation import (
+    Point,
+    Pooled,
+    Validator,
+    bootstrap_rounds,
+    fidelity,
+    pool_runs,
+    predict,
+    scatter,
+)
 
 DEFAULTS: dict[str, str] = {
     "suite": "gnmt",
@@ -63,11 +83,25 @@ DEFAULTS: dict[str, str] = {
     "statistic": "quiet",
     "placements": "",
     "out": "",
+    "pool": "",
 }
+
+PLACEMENTS_FILE = "placements.json.gz"
 
 
 class ValidateError(Exception):
     """Bad arguments: printed as one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class PooledReports:
+    """Reports of one suite re-predicted with the current model and pooled (`pool`)."""
+
+    suite: str
+    reports: list[str]  # their folders' names
+    labels: list[str]  # the placements all of them measured
+    predicted: list[float]  # seconds, by the current model
+    pooled: Pooled
 
 
 def parse(argv: list[str]) -> dict[str, str]:
@@ -186,14 +220,63 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         "losses_agree": len({round(p.loss, 6) for p in points}) == 1,
     }
     run_dir.write_json(out / "summary.json", summary)
+    with gzip.open(out / PLACEMENTS_FILE, "wt", encoding="utf-8") as f:
+        json.dump({label: p.tolist() for label, p in chosen.items()}, f)
     return summary
+
+
+def pool(args: dict[str, str]) -> PooledReports:
+    """Re-predict the reports in `args["pool"]`'s folders and pool them (module docstring)."""
+    name, variant = args["suite"], args["variant"]
+    cluster = Cluster.load(args["cluster"])
+    cost_model = CostModel.default(cluster)
+    runs: list[tuple[str, dict[tuple[str, bytes], float]]] = []
+    for summary_path in sorted(Path(args["pool"]).glob("*/summary.json")):
+        folder = summary_path.parent
+        about = json.loads(summary_path.read_text(encoding="utf-8"))
+        if (about.get("suite"), about.get("variant"), about.get("cluster")) != (
+            name, variant, cluster.name,
+        ):  # fmt: skip
+            continue
+        if not (folder / PLACEMENTS_FILE).exists():
+            raise ValidateError(
+                f"{folder} has no {PLACEMENTS_FILE}; re-run eagle-validate to write one"
+            )
+        with gzip.open(folder / PLACEMENTS_FILE, "rt", encoding="utf-8") as f:
+            placements = json.load(f)
+        measured = pd.read_csv(folder / "points.csv").set_index("label").measured
+        keyed = {
+            (str(label), np.asarray(placements[label], dtype=np.int64).tobytes()): float(t)
+            for label, t in measured.items()
+        }
+        runs.append((folder.name, keyed))
+    if not runs:
+        raise ValidateError(
+            f"no reports of {name}/{variant} on {cluster.name} in {args['pool']}/*/summary.json"
+        )
+    common = sorted(set.intersection(*(set(keyed) for _, keyed in runs)))
+    if len(common) < 2:
+        raise ValidateError(f"the {len(runs)} reports share fewer than 2 placements")
+    graph = suites.load(name, variant)
+    predicted = [predict(graph, np.frombuffer(key, dtype=np.int64), cluster, cost_model)
+                 for _, key in common]  # fmt: skip
+    return PooledReports(
+        suite=name,
+        reports=[folder for folder, _ in runs],
+        labels=[label for label, _ in common],
+        predicted=predicted,
+        pooled=pool_runs(predicted, [[keyed[k] for k in common] for _, keyed in runs]),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
+        if args["pool"]:
+            _print_pooled(pool(args))
+            return 0
         summary = validate(args)
-    except (ValidateError, SimulatorError, suites.SuiteError, ValueError) as e:
+    except (ValidateError, SimulatorError, suites.SuiteError, ValueError, OSError) as e:
         print(f"eagle-validate: error: {e}", file=sys.stderr)
         return 2
     print(
@@ -204,6 +287,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary['round_spread']:.0%} (the machine's noise)"
     )
     return 0
+
+
+def _print_pooled(result: PooledReports) -> None:
+    pooled = result.pooled
+    print(
+        f"{result.suite}: {pooled.runs} reports, {len(result.labels)} placements "
+        f"in all of them; Kendall tau {pooled.mean_tau:.2f} per report on average, "
+        f"{pooled.pooled_tau:.2f} pooled; the model misses by {pooled.rms_miss:.1%} (rms)"
+    )
+    print("placement             predicted    measured vs predicted, relative to the rest")
+    for label, t, miss in sorted(
+        zip(result.labels, result.predicted, pooled.miss, strict=True),
+        key=lambda row: row[2],
+    ):
+        print(f"  {label:<20}{t * 1e3:8.2f} ms  {miss:+.1%}")
 
 
 if __name__ == "__main__":

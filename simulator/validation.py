@@ -233,6 +233,50 @@ def fidelity(points: list[Point]) -> dict[str, float]:
     }
 
 
+def predict(graph: OpGraph, placement: npt.ArrayLike, cluster: Cluster, model: CostModel) -> float:
+    """The simulator's step time for a placement as `Validator` predicts it: the mean
+    over the placement and its mirror image, which it measures pooled (`Cluster.mirror`)."""
+    place = np.asarray(placement)
+    perm = cluster.mirror()
+    places = [place] if perm is None else [place, perm[place]]
+    return float(np.mean([simulate(graph, q, cluster, model).step_time for q in places]))
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Several runs' measurements of the same placements against one prediction."""
+
+    runs: int
+    mean_tau: float  # Kendall's tau of each run against the prediction, averaged
+    pooled_tau: float  # Kendall's tau of the runs' pooled measurement
+    rms_miss: float  # root mean square of `miss`
+    miss: tuple[float, ...]  # per placement: pooled log measured - log predicted, centred
+
+
+def pool_runs(predicted: npt.ArrayLike, measured_runs: npt.ArrayLike) -> Pooled:
+    """Pool runs (`measured_runs[run][placement]`, seconds) of the same placements.
+
+    Each run's log times are centred (its level divided out: the machine's speed that
+    minute), then averaged over the runs; `miss` is that average less the centred log
+    prediction: about the fraction by which each placement ran slower (> 0) or faster
+    than predicted, relative to the others. On a noisy host one run's tau is
+    mostly noise (cpu2, 2026-12-01: 0.70 on average over 9 GNMT-small runs, 0.80 pooled;
+    results/fidelity/README.md), so a change to the model is judged by its pooled miss.
+    """
+    pred = np.asarray(predicted, dtype=float)
+    runs = np.atleast_2d(np.asarray(measured_runs, dtype=float))
+    logs = np.log(runs)
+    level = (logs - logs.mean(axis=1, keepdims=True)).mean(axis=0)
+    miss = level - (np.log(pred) - np.log(pred).mean())
+    return Pooled(
+        runs=len(runs),
+        mean_tau=float(np.mean([kendall_tau(pred, run) for run in runs])),
+        pooled_tau=kendall_tau(pred, np.exp(level)),
+        rms_miss=float(np.sqrt(np.mean(miss**2))),
+        miss=tuple(float(m) for m in miss),
+    )
+
+
 def scatter(
     points: list[Point], path: Path, title: str, uncertainty: Uncertainty | None = None
 ) -> None:

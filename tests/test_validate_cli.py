@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from eagle.validate import main
-from simulator.validation import STATISTICS
+from eagle.validate import main, pool
+from simulator import Cluster, CostModel
+from simulator.validation import STATISTICS, kendall_tau, predict
 
 
 def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
@@ -23,7 +27,7 @@ def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, t
     assert "unknown op 'no_such_op'" in err and "Traceback" not in err
 
 
-def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path):
+def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path, capsys):
     out = tmp_path / "report"
     args = ["suite=bert", "n=8", "rounds=2", "repeats=1", f"out={out}"]
     assert main(args) == 0
@@ -46,3 +50,35 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     low, high = summary["kendall_tau_range"]
     assert -1 <= low <= high <= 1
     assert (out / "scatter.png").stat().st_size > 1000
+    # the placements, by label, so that the report can be re-predicted and pooled later
+    with gzip.open(out / "placements.json.gz", "rt") as f:
+        placements = json.load(f)
+    assert list(placements) == points.label.tolist()
+    graph, cluster = cached_small_suites["bert"], Cluster.load("cpu2")
+    model = CostModel.default(cluster)
+    first = predict(graph, placements["heft"], cluster, model)
+    assert first == pytest.approx(points.predicted[points.label == "heft"].item())
+
+    # pool=DIR: two copies of the report and one of another suite, which is left out
+    history = tmp_path / "history"
+    for name in ("a", "b", "other"):
+        shutil.copytree(out, history / name)
+    other = json.loads((history / "other" / "summary.json").read_text())
+    (history / "other" / "summary.json").write_text(json.dumps({**other, "suite": "gnmt"}))
+    result = pool({"suite": "bert", "variant": "small", "cluster": "cpu2", "pool": str(history)})
+    assert result.reports == ["a", "b"] and len(result.labels) == 8
+    pooled = result.pooled  # two identical runs: as the report itself
+    assert pooled.mean_tau == pytest.approx(pooled.pooled_tau)
+    order = [points.label.tolist().index(label) for label in result.labels]
+    assert pooled.pooled_tau == pytest.approx(kendall_tau(points.predicted, points.measured))
+    log_m, log_p = np.log(points.measured[order]), np.log(points.predicted[order])
+    miss = (log_m - log_m.mean()) - (log_p - log_p.mean())
+    assert pooled.miss == pytest.approx(miss.tolist())
+    capsys.readouterr()
+    assert main(["suite=bert", f"pool={history}"]) == 0
+    assert "2 reports, 8 placements" in capsys.readouterr().out
+    (history / "b" / "placements.json.gz").unlink()
+    assert main(["suite=bert", f"pool={history}"]) == 2
+    assert "has no placements.json.gz" in capsys.readouterr().err
+    assert main(["suite=bert", f"pool={tmp_path / 'nowhere'}"]) == 2
+    assert "no reports of bert/small on cpu2" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from simulator.validation import (
     bootstrap_rounds,
     fidelity,
     kendall_tau,
+    pool_runs,
     scatter,
     spearman_rho,
 )
@@ -84,3 +85,17 @@ def test_bootstrap_over_rounds():
     assert bootstrap_rounds(flip, [1.0, 2.0], median, draws=50, seed=3) == bootstrap_rounds(
         flip, [1.0, 2.0], median, draws=50, seed=3
     )
+
+
+def test_pooled_runs_by_hand():
+    # predicted 1, 2, 4 s; run 1 measures exactly twice that, run 2 measures 1, 4, 4.
+    # In log2 units, centred: prediction -1, 0, 1; run 1 -1, 0, 1; run 2 -4/3, 2/3, 2/3;
+    # pooled -7/6, 1/3, 5/6; miss -1/6, 1/3, -1/6 (x ln 2 in natural logs).
+    pooled = pool_runs([1, 2, 4], [[2, 4, 8], [1, 4, 4]])
+    ln2 = np.log(2)
+    assert pooled.runs == 2
+    assert pooled.miss == pytest.approx([-ln2 / 6, ln2 / 3, -ln2 / 6])
+    assert pooled.rms_miss == pytest.approx(ln2 * np.sqrt(1 / 18))
+    # run 2's tau-b: 2 concordant pairs, 1 tied in the measurement: 2 / sqrt(3 x 2)
+    assert pooled.mean_tau == pytest.approx((1 + 2 / np.sqrt(6)) / 2)
+    assert pooled.pooled_tau == 1.0
