@@ -56,8 +56,8 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert list(placements) == points.label.tolist()
     graph, cluster = cached_small_suites["bert"], Cluster.load("cpu2")
     model = CostModel.default(cluster)
-    first = predict(graph, placements["heft"], cluster, model)
-    assert first == pytest.approx(points.predicted[points.label == "heft"].item())
+    heft = predict(graph, placements["heft"], cluster, model)
+    assert heft == pytest.approx(points.predicted[points.label == "heft"].item())
 
     # pool=DIR: two copies of the report and one of another suite, which is left out
     history = tmp_path / "history"
