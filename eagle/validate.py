@@ -220,8 +220,8 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         "losses_agree": len({round(p.loss, 6) for p in points}) == 1,
     }
     run_dir.write_json(out / "summary.json", summary)
-    with gzip.open(out / PLACEMENTS_FILE, "wt", encoding="utf-8") as f:
-        json.dump({label: p.tolist() for label, p in chosen.items()}, f)
+    placements = json.dumps({label: p.tolist() for label, p in chosen.items()})
+    run_dir.write_bytes(out / PLACEMENTS_FILE, gzip.compress(placements.encode("utf-8")))
     return summary
 
 
