@@ -14,12 +14,12 @@ of the placement units of a one-device placement to other devices. The set spans
 one device to a hand-off after every op. Each placement is measured in `rounds` rounds
 of `repeats` steps (after one warm-up step), and so is its mirror image where the
 cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1 swapped), pooled with
-it. Within a round the placements' steps are interleaved, one step of each in turn, so
-that the drift of a shared machine's speed meets all of them alike; each round starts
-fresh worker processes. A placement's measured time is the `statistic` of all its
-repeats: by default `quiet`, its median at the level of the set's fastest steps, which
-estimates the dedicated machine the simulator prices; `min` and `median` as named
-(why: `simulator.validation`).
+it. Within a round the placements' steps are interleaved, one step of each in turn (in
+a fresh random order each time), so that the drift of a shared machine's speed meets
+all of them alike; each round starts fresh worker processes, in a random order. A
+placement's measured time is the `statistic` of all its repeats: by default `quiet`, its
+median at the level of the set's fastest steps, which estimates the dedicated machine
+the simulator prices; `min` and `median` as named (why: `simulator.validation`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
 rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:

@@ -126,6 +126,7 @@ class Executor:
         self.index = {node: k for k, node in enumerate(nodes)}
         self.loss_node = _first_node(output.args[0])
         self._rng_lock = threading.Lock()
+        self._turns = np.random.default_rng(0)  # the order of interleaved steps
 
     def order(self, placement: IntArray) -> list[list[int]]:
         """Each device's ops in the order the simulator runs them."""
@@ -241,7 +242,8 @@ class Executor:
         Why interleave: on a shared machine the speed drifts over seconds (another
         tenant's bursts). Placements measured one after another each meet a different
         machine; interleaved step by step, consecutive steps of different placements lie
-        tens of milliseconds apart and meet the same one.
+        tens of milliseconds apart and meet the same one. Each repeat takes the
+        placements in a fresh random order (`_run_processes` says why).
         """
         places = [check_placement(self.graph, self.cluster, p) for p in placements]
         orders = [self.order(place) for place in places]
@@ -299,22 +301,36 @@ class Executor:
     ) -> list[_Runs]:
         """One set of worker processes per placement, all started at once; the parent
         then releases one step of each set in turn (the others wait at their barrier,
-        blocked, not spinning)."""
+        blocked, not spinning).
+
+        The sets start, and take their turns, in a fresh random order (seeded, so a run
+        repeats): a set's processes keep one speed for their life, and which set came
+        first was not neutral. With the sets started in the placements' order, the first
+        placement measured 4-8% faster than its own mirror image measured as the 21st,
+        in 14 of 17 reports (cpu2, 2026-12-01; identical placements in sets of one
+        round differed by up to 20%; results/fidelity/README.md).
+
+        A step starts at a start line: released from the barrier, each worker spins until
+        every worker of its set is awake. Without it the step counted how late the
+        scheduler woke the last worker: on cpu2 the workers' starts lay 1-1.4 ms apart
+        in a fifth of the steps (BERT-small, whose steps take 15-25 ms). The simulator
+        starts every device at time 0."""
         context = multiprocessing.get_context("fork")
-        sets: list[tuple[_Shared, list[Any]]] = []
+        started: dict[int, tuple[_Shared, list[Any]]] = {}
         try:
-            for place, order in zip(places, orders, strict=True):
-                sets.append(self._start_workers(context, place, order, runs))
+            for k in self._turns.permutation(len(places)):
+                started[int(k)] = self._start_workers(context, places[k], orders[k], runs)
+            sets = [started[k] for k in range(len(places))]
             for _ in range(runs):
-                for shared, _ in sets:  # each repeat: all start, all finish
-                    shared.barrier.wait(timeout=600)
-                    shared.barrier.wait(timeout=600)
+                for k in self._turns.permutation(len(sets)):  # each repeat: all start,
+                    sets[k][0].barrier.wait(timeout=600)  # all finish
+                    sets[k][0].barrier.wait(timeout=600)
         except threading.BrokenBarrierError:
-            failed = next((s for s, _ in sets if not s.errors.empty()), None)
+            failed = next((s for s, _ in started.values() if not s.errors.empty()), None)
             why = failed.errors.get() if failed is not None else "a worker died"
             raise ExecutorError(f"executing {self.graph.name!r} failed: {why}") from None
         finally:
-            for shared, workers in sets:
+            for shared, workers in started.values():
                 shared.barrier.abort()  # frees the workers of other sets if one failed
                 for w in workers:
                     w.join(timeout=5)
@@ -352,6 +368,7 @@ class Executor:
         slots = {key: [(n, self._slots(n)) for n in nodes] for key, nodes in wanted.items()}
         shared = _Shared(
             flags=torch.zeros(max(1, len(transfer)), dtype=torch.int64).share_memory_(),
+            awake=torch.zeros(num, dtype=torch.int64).share_memory_(),
             starts=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             ends=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
@@ -389,7 +406,7 @@ class Executor:
             # A collection here would walk the whole heap inherited from the parent
             # (measured: 300-700 ms pauses in a 40 ms step); the step frees by refcount.
             gc.disable()
-            flags = shared.flags.numpy()
+            flags, awake = shared.flags.numpy(), shared.awake.numpy()
             device = self.devices[d]
             sends: list[list[int]] = [[] for _ in range(self.graph.num_ops)]
             for (j, _), k in transfer.items():
@@ -426,6 +443,9 @@ class Executor:
                 for r in range(runs):
                     gen = r + 1
                     shared.barrier.wait()
+                    awake[d] = gen  # the start line: see `_run_processes`
+                    while awake.min() < gen:
+                        os.sched_yield()
                     shared.starts[r, d] = time.perf_counter()
                     env = Env(local)
                     fetch = env.__getitem__
@@ -558,6 +578,7 @@ class _Shared:
     """Shared-memory arrays the CPU worker processes and the parent coordinate through."""
 
     flags: torch.Tensor  # [transfers] the repeat whose copy has landed
+    awake: torch.Tensor  # [devices] the repeat each worker is awake for (the start line)
     starts: torch.Tensor  # [repeats, devices] perf_counter when each worker started
     ends: torch.Tensor  # [repeats, devices] perf_counter when each worker finished
     busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
