@@ -17,9 +17,11 @@ cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1 swapped), pooled
 it. Within a round the placements' steps are interleaved, one step of each in turn (in
 a fresh random order each time), so that the drift of a shared machine's speed meets
 all of them alike; each round starts fresh worker processes, in a random order. A
-placement's measured time is the `statistic` of all its repeats: by default `quiet`, its
-median at the level of the set's fastest steps, which estimates the dedicated machine
-the simulator prices; `min` and `median` as named (why: `simulator.validation`).
+placement's measured time is the `statistic` of all its repeats: by default `paired`,
+the median of its steps relative to the other placements' steps of the same turn, at the
+level of the set's fastest steps, which estimates the dedicated machine the simulator
+prices; `quiet` (its median at that level), `min` and `median` as named (why:
+`simulator.validation`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
 rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:
@@ -80,7 +82,7 @@ DEFAULTS: dict[str, str] = {
     "seed": "0",
     "repeats": "4",
     "rounds": "8",
-    "statistic": "quiet",
+    "statistic": "paired",
     "placements": "",
     "out": "",
     "pool": "",

@@ -8,16 +8,26 @@ to order placements right). `scatter` draws predicted against measured.
 
 Which statistic of the repeated step times is "the measured time" (`statistic`):
 
-- `quiet` (the default): each placement's median step, scaled by one factor common to
-  all the placements measured together, so that their level is that of their fastest
-  steps (the factor: the geometric mean of the placements' fastest steps over that of
-  their medians). The simulator prices a dedicated machine: its op times are per-op
-  medians of a quiet profile. On a shared VM another tenant's bursts only ever add
-  time, and in noisy minutes a step takes 0.6x to 1.9x its round's typical time. The
-  fastest repeat estimates the dedicated machine but is itself noisy: in such minutes
-  two runs of the same 20 GNMT-small placements ranked them alike at Kendall tau
-  0.47-0.54 by their fastest steps, against 0.63-0.81 by their medians. The medians
-  rank; the fastest steps set the level. For one placement alone this is its minimum.
+- `paired` (the default): each step against the other placements' steps of the same
+  turn (`Executor.measure_many` runs one step of each placement per turn, under a
+  second): the placement's median, over the turns, of its step's log time less the
+  turn's median; then every placement is scaled by one common factor so that their
+  level is that of their fastest steps (as `quiet`). A turn shares the machine's speed
+  of that moment, so the comparison within it divides the speed out. On cpu2 (8
+  reports of 20 placements, 2026-12-01) two halves of a report's rounds disagreed by
+  2.4-3.2% rms against 3.4-4.8% with `quiet`, and placements that are the same
+  computation (every op on one worker) lay 1.5-6.5% apart against 3.9-10.3%. It needs
+  every placement measured in the same turns: the k-th time of each, the same turn.
+- `quiet`: each placement's median step, scaled by one factor common to all the
+  placements measured together, so that their level is that of their fastest steps
+  (the factor: the geometric mean of the placements' fastest steps over that of their
+  medians). The simulator prices a dedicated machine: its op times are per-op medians of
+  a quiet profile. On a shared VM another tenant's bursts only ever add time, and in
+  noisy minutes a step takes 0.6x to 1.9x its round's typical time. The fastest repeat
+  estimates the dedicated machine but is itself noisy: in such minutes two runs of the
+  same 20 GNMT-small placements ranked them alike at Kendall tau 0.47-0.54 by their
+  fastest steps, against 0.63-0.81 by their medians. The medians rank; the fastest steps
+  set the level. For one placement alone this is its minimum (so is `paired`'s).
 - `min`: the fastest repeat of each placement;
 - `median`: DESIGN.md's executor statistic, the level of the machine as it ran.
 """
@@ -61,7 +71,20 @@ def _quiet(times: Sequence[Sequence[float]]) -> list[float]:
     return [float(m * factor) for m in medians]
 
 
+def _paired(times: Sequence[Sequence[float]]) -> list[float]:
+    if len({len(t) for t in times}) > 1:
+        raise ValueError(
+            "statistic 'paired' needs every placement measured in the same turns "
+            f"(got {sorted({len(t) for t in times})} times); use 'quiet'"
+        )
+    logs = np.log(np.asarray(times, dtype=float))  # [placement, turn]
+    relative = np.median(logs - np.median(logs, axis=0), axis=1)
+    level = np.mean(logs.min(axis=1)) - np.mean(relative)
+    return [float(np.exp(r + level)) for r in relative]
+
+
 STATISTICS: dict[str, Callable[[Sequence[Sequence[float]]], list[float]]] = {
+    "paired": _paired,
     "quiet": _quiet,
     "min": lambda times: [min(t) for t in times],
     "median": lambda times: [statistics.median(t) for t in times],
@@ -80,7 +103,7 @@ class Validator:
         *,
         warmup: int = 1,
         repeats: int = 5,
-        statistic: str = "quiet",
+        statistic: str = "paired",
     ) -> None:
         if statistic not in STATISTICS:
             raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")

@@ -43,7 +43,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     steps = pd.read_csv(out / "steps.csv")  # 8 placements x 2 rounds x (own + mirror) step
     assert len(steps) == 32 and set(steps["round"]) == {0, 1} and set(steps.step) == {0, 1}
     times = [steps.time[steps.label == label].tolist() for label in points.label]
-    assert STATISTICS["quiet"](times) == pytest.approx(points.measured.tolist())
+    assert STATISTICS["paired"](times) == pytest.approx(points.measured.tolist())
     # mirror images run in the same rounds: each round's steps lie within its span
     spans = steps.groupby("round").start.agg(["min", "max"])
     assert (spans["max"].iloc[0] < spans["min"].iloc[1]) and steps.start.is_unique

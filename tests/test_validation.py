@@ -57,7 +57,7 @@ def test_validator_measures_and_predicts():
     assert point.predicted == sim.step_time and point.valid == sim.valid  # split groups: not
     assert point.measured > 0 and point.label == "alt"  # valid, but the executor runs it
     assert len(point.times) == 4  # with its mirror image (cpu0 and cpu1 swapped), pooled
-    assert point.measured == pytest.approx(min(point.times))  # `quiet` of one: its fastest
+    assert point.measured == pytest.approx(min(point.times))  # `paired` of one: its fastest
 
 
 def test_quiet_statistic_by_hand():
@@ -68,6 +68,21 @@ def test_quiet_statistic_by_hand():
     # medians 5 and 4, fastest 1 and 4: factor sqrt(1 * 4 / (5 * 4))
     assert quiet([[1, 5, 5], [4, 4, 4]]) == pytest.approx([5 * 0.2**0.5, 4 * 0.2**0.5])
     assert STATISTICS["min"]([[1, 5, 5], [4, 4, 4]]) == [1, 4]
+
+
+def test_paired_statistic_by_hand():
+    paired = STATISTICS["paired"]
+    # turn by turn, B takes twice A's time in two of three turns; by medians (3 and 2) B
+    # would look faster. Log times less each turn's median: A -ln2/2, (ln3 - ln2)/2,
+    # -ln2/2 (median -ln2/2); B the opposite. Level: fastest steps 1 and 2.
+    assert paired([[1, 3, 3], [2, 2, 6]]) == pytest.approx([1, 2])
+    by_medians = STATISTICS["quiet"]([[1, 3, 3], [2, 2, 6]])
+    assert by_medians[1] < by_medians[0]
+    # the machine's speed in each turn divides out: a turn 10x slower for all changes nothing
+    assert paired([[1, 3, 30], [2, 2, 60]]) == pytest.approx([1, 2])
+    assert paired([[5.0, 7.0]]) == pytest.approx([5.0])  # one placement: its fastest step
+    with pytest.raises(ValueError, match="same turns"):
+        paired([[1, 2], [1, 2, 3]])
 
 
 def test_bootstrap_over_rounds():
