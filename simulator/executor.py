@@ -306,9 +306,10 @@ class Executor:
         The sets start, and take their turns, in a fresh random order (seeded, so a run
         repeats): a set's processes keep one speed for their life, and which set came
         first was not neutral. With the sets started in the placements' order, the first
-        placement measured 4-8% faster than its own mirror image measured as the 21st,
-        in 14 of 17 reports (cpu2, 2026-12-01; identical placements in sets of one
-        round differed by up to 20%; results/fidelity/README.md).
+        set (every op on cpu0) ran 4-8% faster than the same computation in the 22nd,
+        and its label measured faster than its twin in 14 of 17 reports (cpu2,
+        2026-12-01; identical placements in sets of one round differed by up to 20%;
+        results/fidelity/README.md).
 
         A step starts at a start line: released from the barrier, each worker spins until
         every worker of its set is awake. Without it the step counted how late the
