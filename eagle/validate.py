@@ -8,8 +8,8 @@ The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
 `eagle-run` run's `placement.json`, say), then up to `n` in all: placements that deal
 chunks of the op order to the devices in turn (chunk sizes from half the graph down to
-two ops, by halves; not one op: that is the placement `eagle-profile` calibrates the
-hand-off cost on), and random placements: each moves a random fraction (5% to 50%)
+two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between,
+so none of its placements is checked here), and random placements: each moves a random fraction (5% to 50%)
 of the placement units of a one-device placement to other devices. The set spans from
 one device to a hand-off after every op. Each placement is measured in `rounds` rounds
 of `repeats` steps (after one warm-up step), and so is its mirror image where the
@@ -136,7 +136,7 @@ def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[s
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
         out[f"file:{path}"] = placement_from_json(doc, g, cluster)
-    # from one hand-off to one every other op (chunks of one op calibrate the hand-off)
+    # from one hand-off to one every other op (`eagle-profile` calibrates on others)
     chunk = max(1, g.num_ops // 2)
     while chunk >= 2 and len(out) < n:
         out[f"chunks:{chunk}"] = dealt_in_chunks(g, chunk, cluster.num_devices)

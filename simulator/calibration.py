@@ -9,21 +9,30 @@ L-BFGS on the logarithms of the rates (torch, already a dependency). Copies foll
 alpha-beta model `latency + bytes / bandwidth`, fitted by least squares on relative
 error. Accuracy is reported on held-out signatures (every fifth, by a hash of the
 signature): median and 90th-percentile relative error per op class.
+
+Devices that share a host (`cpu2`) get three more constants, fitted to whole steps
+rather than to single ops (`fit_shared_host`): how much an op slows while the other
+worker runs an op, and while it waits for an input, and what a hand-off costs inside a
+step.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from simulator.cost_model import CostModel
 from simulator.devices import OP_CLASSES, Roofline, op_class
+from simulator.engine import simulate
 from simulator.errors import CostModelError
+from simulator.graph import IntArray, OpGraph
 
 
 @dataclass(frozen=True)
@@ -150,3 +159,77 @@ def fit_link(rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
     latency = max(float(latency), 0.0)
     per_byte = max(float(per_byte), 1e-15)  # a copy cannot be free per byte
     return latency, 1.0 / per_byte
+
+
+@dataclass(frozen=True)
+class SharedHostCase:
+    """Placements of one graph measured on devices that share a host, at one machine
+    speed (the `paired` statistic of `simulator.validation`)."""
+
+    name: str
+    graph: OpGraph
+    placements: tuple[IntArray, ...]
+    measured: tuple[float, ...]  # seconds
+
+
+@dataclass(frozen=True)
+class SharedHostFit:
+    contention: float  # op slowdown while the other device runs an op or a copy
+    contention_waiting: float  # ... while it waits for an input
+    latency: float  # seconds a hand-off costs inside a step
+    rms: dict[str, float]  # per case: rms of the log miss, each side centred
+
+
+def fit_shared_host(
+    cases: Sequence[SharedHostCase], model_for: Callable[[float, float, float], CostModel]
+) -> SharedHostFit:
+    """The (contention, contention_waiting, latency) whose predictions best match the
+    cases' measured times: least squares on log times, each case's centred (a case is
+    measured minutes after the op times, on a machine whose speed drifts by 10-20%, so
+    only the placements' ratios are fitted). `model_for(c, w, latency)` returns the cost
+    model of a cluster with those constants.
+
+    Why fit steps and not measure each constant apart: inside a step the three mix (an
+    op's time depends on what the other worker does, a hand-off's on how long the reader
+    waited), and the step is what the simulator must predict. A coarse grid finds the
+    basin (the loss is piecewise smooth: schedules change at thresholds), then a pattern
+    search refines it to about 0.3% and 0.3 us.
+    """
+    if not cases or any(len(c.placements) < 3 for c in cases):
+        raise CostModelError("fitting a shared host needs at least 3 placements per case")
+    for c in cases:
+        if len(c.placements) != len(c.measured):
+            raise CostModelError(f"case {c.name!r}: placements and measured times differ")
+
+    def per_case(x: tuple[float, float, float]) -> dict[str, float]:
+        model = model_for(*x)
+        out = {}
+        for c in cases:
+            predicted = np.log([simulate(c.graph, p, model.cluster, model).step_time
+                                for p in c.placements])  # fmt: skip
+            measured = np.log(np.asarray(c.measured, dtype=float))
+            miss = (measured - measured.mean()) - (predicted - predicted.mean())
+            out[c.name] = float(np.sqrt(np.mean(miss**2)))
+        return out
+
+    def loss(x: tuple[float, float, float]) -> float:
+        return float(np.mean([r**2 for r in per_case(x).values()]))
+
+    grid = itertools.product(
+        np.arange(0.0, 0.41, 0.05), np.arange(0.0, 0.21, 0.05), (0.0, 5e-6, 10e-6, 20e-6, 40e-6)
+    )
+    best = min(((float(c), float(w), lat) for c, w, lat in grid), key=loss)
+    best_loss = loss(best)
+    step = np.array([0.025, 0.025, 2.5e-6])
+    while step[0] >= 0.002:
+        moved = False
+        for axis, sign in itertools.product(range(3), (1, -1)):
+            trial = np.array(best)
+            trial[axis] = max(0.0, trial[axis] + sign * step[axis])
+            x = (float(trial[0]), float(trial[1]), float(trial[2]))
+            trial_loss = loss(x)
+            if trial_loss < best_loss:
+                best, best_loss, moved = x, trial_loss, True
+        if not moved:
+            step /= 2
+    return SharedHostFit(*best, rms=per_case(best))

@@ -6,10 +6,11 @@ seconds) and a bandwidth (beta^-1, bytes/s); `links.default` covers unlisted pai
 A link may say `by_sender: true`: the sending device does the copy itself (a CPU's
 memcpy, no copy engine), so the copy occupies the sender instead of running beside its
 compute (`simulator.engine`, rule 3 as extended there). Default false, DESIGN.md's rule.
-A device may name its `host` and its `contention`: devices of one host share its
-caches and memory, so an op slows by `contention` (a fraction) for each other device of
-its host still at work in the step when it starts (`simulator.engine`, rule 1 as
-extended there).
+A device may name its `host`, its `contention` and its `contention_waiting`: devices of
+one host share its caches and memory, so an op slows by `contention` (a fraction) for
+each other device of its host running an op when it starts, and by `contention_waiting`
+for each one waiting for an input with ops still to run (`simulator.engine`, rule 1 as
+extended there; `contention_waiting` defaults to `contention`).
 Defaults: the device is alone on its host, contention 0, DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
@@ -65,7 +66,8 @@ class Device:
     type: str
     memory: float  # bytes
     host: str = ""  # devices with the same host contend; "" = alone on its own
-    contention: float = 0.0  # op slowdown per other device of the host at work (fraction)
+    contention: float = 0.0  # op slowdown per other device of the host running (fraction)
+    contention_waiting: float | None = None  # ... per other one waiting; None: `contention`
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,7 +166,13 @@ class Cluster:
 
     @cached_property
     def contention(self) -> FloatArray:
-        contention = np.array([d.contention for d in self.devices], dtype=np.float64)
+        """[D, 2] op slowdown per other device of the host running an op or copy (column
+        0) and per other one waiting for an input with ops still to run (column 1)."""
+        rates = [
+            (d.contention, d.contention if d.contention_waiting is None else d.contention_waiting)
+            for d in self.devices
+        ]
+        contention = np.array(rates, dtype=np.float64).reshape(-1, 2)
         contention.setflags(write=False)
         return contention
 
@@ -177,9 +185,10 @@ class Cluster:
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
         pooling cancels that (`simulator.validation`)."""
-        groups: dict[tuple[str, float, float], list[int]] = {}
+        groups: dict[tuple[str, float, float, float | None], list[int]] = {}
         for i, d in enumerate(self.devices):
-            groups.setdefault((d.type, d.memory, d.contention), []).append(i)
+            key = (d.type, d.memory, d.contention, d.contention_waiting)
+            groups.setdefault(key, []).append(i)
         perm = np.arange(self.num_devices)
         for members in groups.values():
             perm[members] = members[::-1]
@@ -217,6 +226,19 @@ def _positive(value: Any, what: str) -> float:
     return float(value)
 
 
+def _fraction(value: Any, name: str, key: str, doing: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ClusterError(
+            f"device {name!r} {key} must be a non-negative fraction (0.1: its ops run 10% "
+            f"longer per other device of its host {doing}), got {value!r}"
+        )
+    return float(value)
+
+
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
     if not isinstance(raw, list) or not raw:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
@@ -228,18 +250,12 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         if any(x.name == name for x in devices):
             raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
         memory = _positive(d["memory"], f"device {name!r} memory")
-        contention = d.get("contention", 0.0)
-        if (
-            isinstance(contention, bool)
-            or not isinstance(contention, int | float)
-            or not (math.isfinite(contention) and contention >= 0)
-        ):
-            raise ClusterError(
-                f"device {name!r} contention must be a non-negative fraction (0.1: its ops "
-                f"run 10% longer per other device of its host at work), got {contention!r}"
-            )
+        contention = _fraction(d.get("contention", 0.0), name, "contention", "running")
+        waiting = d.get("contention_waiting")
+        if waiting is not None:
+            waiting = _fraction(waiting, name, "contention_waiting", "waiting for an input")
         host = str(d.get("host") or "")
-        devices.append(Device(name, str(d["type"]), memory, host, float(contention)))
+        devices.append(Device(name, str(d["type"]), memory, host, contention, waiting))
     return tuple(devices)
 
 

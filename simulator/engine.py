@@ -14,15 +14,16 @@ one copy at a time in destination-device order, and is busy for the copy's durat
 (results/fidelity/README.md): the executor's ops that send their output took 1.5-2x
 their one-worker time.
 
-Extension of rule 1 for devices that share a host (`host`, `contention` in the cluster
-file): an op takes its time x (1 + contention x the number of other devices of its host
-still at work in the step, once every start of its instant is made: running an op or a
-copy of their own, or with ops yet to start). Its duration is fixed when it starts. The
-executor's CPU workers spin while they wait for an input, so a worker is at work from
-the step's start to its last op; on `cpu2` every op of a step that uses both workers
-ran slower than on one worker alone (`eagle-profile` measures it, `suites/cli.py`;
-results/fidelity/README.md). `reference.py` implements the same rules plainly; tests
-require both to agree exactly.
+Extension of rule 1 for devices that share a host (`host`, `contention` and
+`contention_waiting` in the cluster file): an op takes its time x (1 + contention x the
+number of other devices of its host running an op or a copy of their own + contention_waiting
+x the number waiting for an input with ops yet to start), counted once every start of
+its instant is made. Its duration is fixed when it starts. The executor's CPU workers
+spin while they wait for an input, and a spinning worker slows its host-mate less than
+a computing one: on `cpu2`, fitted to whole steps of calibration placements, 20-30% while
+the other worker computes against a few percent while it waits (`eagle-profile
+--two-workers-only`; results/fidelity/README.md). `reference.py` implements the same
+rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
 graph, and its scratch arrays are reused across calls (one workspace per graph; the
@@ -165,7 +166,8 @@ def _simulate_kernel(
     bandwidth: Any,
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
-    contention: Any,  # [D] slowdown of a device's ops per other device of its host at work
+    contention: Any,  # [D, 2] slowdown of a device's ops per other device of its host
+    # running (column 0) or waiting for an input (column 1)
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -347,11 +349,14 @@ def _simulate_kernel(
         for s in range(n_started):
             d = started[s]
             op = running[d]
-            others = 0
+            slowdown = 1.0
             for o in range(D):
-                if o != d and host[o] == host[d] and (running[o] != n or unstarted[o] > _0):
-                    others += 1
-            duration = times[op, d] * (1.0 + contention[d] * others)
+                if o != d and host[o] == host[d]:
+                    if running[o] != n:
+                        slowdown += contention[d, 0]
+                    elif unstarted[o] > _0:
+                        slowdown += contention[d, 1]
+            duration = times[op, d] * slowdown
             busy[d] += duration
             _heap_push(ev_time, ev_id, ev_size, t + duration, op)
             ev_size += _1

@@ -125,7 +125,12 @@ def dealt_in_chunks(graph: OpGraph, chunk: int, num_devices: int) -> IntArray:
     colocation group goes where its first op does. From one hand-off (chunk = half the
     graph, two devices) to one after every op (chunk 1): the placements that calibrate
     and check the hand-off cost (`eagle-profile`, `eagle-validate`)."""
-    place = (np.arange(graph.num_ops, dtype=np.int64) // chunk) % num_devices
+    return keep_groups_together(graph, (np.arange(graph.num_ops) // chunk) % num_devices)
+
+
+def keep_groups_together(graph: OpGraph, placement: npt.ArrayLike) -> IntArray:
+    """`placement` with each colocation group moved to where its first op is."""
+    place = np.array(placement, dtype=np.int64)
     groups = graph.colocation_ids
     members = np.flatnonzero(groups >= 0)
     ids, first = np.unique(groups[members], return_index=True)

@@ -68,9 +68,16 @@ def simulate_reference(
     def arrival_time(p: int, d: int) -> float:
         return op_end[p] if place[p] == d else copy_end[(p, d)]
 
-    def at_work(d: int) -> bool:
-        """Running an op or a copy of its own, or with ops yet to start."""
-        return running[d] is not None or any(op_start[j] is None for j in ops_on[d])
+    def slowdown_from(o: int, d: int) -> float:
+        """What host-mate `o` adds to an op of `d`: running an op or a copy of its own,
+        or waiting with ops yet to start; nothing once it is done or on another host."""
+        if o == d or host[o] != host[d]:
+            return 0.0
+        if running[o] is not None:
+            return float(contention[d][0])
+        if any(op_start[j] is None for j in ops_on[o]):
+            return float(contention[d][1])
+        return 0.0
 
     def by_sender(k: tuple[int, int]) -> bool:
         return bool(cluster.by_sender[place[k[0]], k[1]])
@@ -133,8 +140,7 @@ def simulate_reference(
         # An op slows for each other device of its host at work once this instant has started.
         for i in started:
             d = place[i]
-            others = sum(1 for o in range(D) if o != d and host[o] == host[d] and at_work(o))
-            dur[i] *= 1.0 + contention[d] * others
+            dur[i] *= 1.0 + sum(slowdown_from(o, d) for o in range(D))
             op_end[i] = t + dur[i]
         # Rule 3: an idle link starts the copy that became ready first.
         for src in range(D):

@@ -19,8 +19,8 @@ import gc
 import importlib
 import importlib.util
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,12 +31,14 @@ import torch
 import suites
 import suites.registry
 from simulator import Cluster, CostModel, OpGraph, SimulatorError, bound_terms, simulate
-from simulator.calibration import fit_link, fit_roofline
+from simulator.calibration import SharedHostCase, fit_link, fit_roofline, fit_shared_host
 from simulator.devices import DATASHEET, Roofline
 from simulator.executor import Executor, Measurement, Program, handoff_latency
-from simulator.placement import dealt_in_chunks
+from simulator.graph import IntArray
+from simulator.placement import dealt_in_chunks, keep_groups_together
 from simulator.profile import Profile
 from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
+from simulator.validation import STATISTICS
 from suites.capture import PLACEHOLDER_TYPES, Optimizer, capture, trace_program
 from suites.expert import gpu_indices
 
@@ -241,7 +243,7 @@ def profile(
         torch.set_num_threads(1)  # as the executor's CPU workers run
     base = DATASHEET.get(device_type, DATASHEET["cpu-worker" if device.type == "cpu" else "p100"])
     handoff = overhead = 0.0
-    two_workers: list[TwoWorkers] = []
+    cases: list[SharedHostCase] = []
     try:
         # small variants first: the executor measurements below fork worker processes,
         # which is quick while this process holds only small models
@@ -256,7 +258,7 @@ def profile(
             if device.type == "cpu" and variant == "small":
                 gc.collect()
                 handoff = handoff_latency()
-                overhead, two_workers = _in_step_times(prof, base, suite_names)
+                overhead, cases = _in_step_times(prof, base, suite_names)
         # CPU workers hand off through shared memory; a GPU's link is the one to the host
         profile_copies(prof, device, _copy, destination=torch.device("cpu"))
     finally:
@@ -283,7 +285,7 @@ def profile(
             "handoff_latency": handoff,
         },
     }
-    _fit_two_workers(prof.fit, two_workers)
+    _fit_two_workers(prof, cases)
     prof.complete = True
     prof.save(out)
     return prof
@@ -294,109 +296,82 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     dst.copy_(src)
 
 
-@dataclass(frozen=True)
-class TwoWorkers:
-    """A small suite's step on two workers with a hand-off after every op, against one
-    worker, measured interleaved."""
-
-    suite: str
-    extra_s: float  # worker time (both workers) beyond the one-worker step's
-    one_worker_s: float  # the one-worker step's worker time
-    copies: int
-    copy_bytes: float
-    contention: float  # how much slower the ops that neither send nor read a copy ran
-
-    @property
-    def weight(self) -> float:
-        """Inverse variance of `cost`: the machine's drift moves `extra_s` by a fraction
-        of the step (10-20% between minutes here), spread over the copies. A suite with
-        few copies in a long step says little (Inception-small: 815 copies in 130 ms,
-        GNMT-small: 998 in 19 ms)."""
-        return (self.copies / self.one_worker_s) ** 2 if self.one_worker_s > 0 else 0.0
-
-    def cost(self, bandwidth: float, contention: float) -> float:
-        """Seconds one hand-off costs in a step, less its bytes at `bandwidth` and the
-        slow-down `contention` of every op: the latency of a by-sender link that
-        charges the senders the rest of the measured extra time."""
-        rest = self.extra_s - contention * self.one_worker_s - self.copy_bytes / bandwidth
-        return max(0.0, rest / max(1, self.copies))
+# Calibrating devices that share a host (`fit_shared_host`): per small suite, steps of
+# placements like those `eagle-validate` measures but none of them (its chunk sizes lie
+# between the validator's halvings, its random placements come from another seed), so
+# that validation checks the fit on placements it never saw. Each suite gets rounds for
+# about CALIBRATION_BUDGET_S seconds, at least 4 and at most 16: 16 rounds of
+# BERT-small took 3.5 minutes here, 6 of Inception-V3-small 12 minutes.
+CALIBRATION_PLACEMENTS = 18
+CALIBRATION_BUDGET_S = 200.0
+CALIBRATION_ROUNDS = (4, 16)
 
 
-def _fit_two_workers(fit: dict[str, Any], two_workers: list[TwoWorkers]) -> None:
-    """The host's `contention` (median over the suites, never below 0) and the link's
-    in-step latency (inverse-variance mean over the suites) into a profile's fit."""
-    if not two_workers:
-        return
-    contention = max(0.0, float(np.median([w.contention for w in two_workers])))
-    bandwidth = fit["link"]["bandwidth"]
-    in_step = [w.cost(bandwidth, contention) for w in two_workers]
-    weights = [w.weight for w in two_workers]
-    if sum(weights) > 0:
-        fit["link"]["latency"] = float(np.average(in_step, weights=weights))
-    fit["link"]["in_step_latency"] = {w.suite: c for w, c in zip(two_workers, in_step, strict=True)}
-    fit["contention"] = contention
-    fit["contention_per_suite"] = {w.suite: w.contention for w in two_workers}
+def calibration_placements(
+    graph: OpGraph, count: int = CALIBRATION_PLACEMENTS
+) -> dict[str, IntArray]:
+    """One worker, a hand-off after every op, chunks of the op order of sizes between
+    `eagle-validate`'s (n / 2^(k + 1.5)), then random placements (seed 1000, moving 5%
+    to 50% of the ops off a random worker; colocation groups go where their first op
+    does) up to `count`."""
+    n = graph.num_ops
+    out = {"single:cpu0": np.zeros(n, dtype=np.int64), "chunks:1": dealt_in_chunks(graph, 1, 2)}
+    k = 1.5
+    while (chunk := round(n / 2**k)) >= 2 and len(out) < count:
+        out.setdefault(f"chunks:{chunk}", dealt_in_chunks(graph, chunk, 2))
+        k += 1
+    rng = np.random.default_rng(1000)
+    while len(out) < count:
+        fraction = float(np.exp(rng.uniform(np.log(0.05), np.log(0.5))))
+        base = int(rng.integers(2))
+        moved = np.where(rng.random(n) < fraction, rng.integers(2, size=n), base)
+        out[f"random:{fraction:.3f}:{len(out)}"] = keep_groups_together(graph, moved)
+    return out
 
 
-# Rounds of the one- against two-worker steps. On this VM the contention (median over
-# the suites) came out at 3.8% and 12.7% with three rounds in runs minutes apart, and at
-# 7.8%, 2.8% and 9.6% with six (results/fidelity/README.md).
-TWO_WORKER_ROUNDS = 6
-
-
-def _two_worker_cluster(device_type: str) -> Cluster:
-    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12} for i in (0, 1)]
-    links = {"default": {"bandwidth": 1e10, "latency": 0, "by_sender": True}}
+def _two_worker_cluster(device_type: str, contention: float = 0.0, waiting: float = 0.0,
+                        latency: float = 0.0, bandwidth: float = 1e10) -> Cluster:  # fmt: skip
+    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12, "host": "this",
+                "contention": contention, "contention_waiting": waiting}
+               for i in (0, 1)]  # fmt: skip
+    links = {"default": {"bandwidth": bandwidth, "latency": latency, "by_sender": True}}
     return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
 
 
-def _two_workers(runner: Executor, name: str, rounds: int) -> tuple[TwoWorkers, list[Measurement]]:
-    """Run a small suite's step on one worker and on two with a hand-off after every op
-    (colocation groups kept together), their steps interleaved, in `rounds` rounds, so
-    both meet the same machine speed. Returns what the second worker cost, and the
-    one-worker steps.
-
-    Two things make the two-worker step slower than the one-worker step. (1) A hand-off
-    costs more than its memcpy and flag (measured alone): the sender's copy loop in
-    Python, the reader's first touch of the copy, caches gone cold while waiting.
-    (2) Every op runs slower while the other worker is at work (computing, or spinning
-    for its next input): the ops that neither send nor read a copy tell how much
-    (`contention`: their worker time on two workers over that on one, minus 1; the
-    median over the rounds). On this VM it came out at 1-21% per suite in consecutive
-    runs: the machine's noise is of its size.
-    """
+def _measure_calibration(
+    runner: Executor, name: str, budget_s: float = CALIBRATION_BUDGET_S
+) -> tuple[SharedHostCase, list[Measurement]]:
+    """Measure a suite's `calibration_placements` as `eagle-validate` measures its own:
+    rounds of fresh workers, steps interleaved, each placement with its mirror image,
+    summarised by the `paired` statistic. Returns the case to fit and the one-worker
+    placement's measurement of every round (its ops' in-step times)."""
     graph = runner.graph
-    one, two = np.zeros(graph.num_ops, dtype=np.int64), dealt_in_chunks(graph, 1, 2)
-    steps, splits = [], []
-    for _ in range(rounds):  # each round: fresh workers, one step of each in turn
-        step, split = runner.measure_many([one, two], warmup=2, repeats=7)
-        steps.append(step)
-        splits.append(split)
-    extra = [
-        float(b.busy_time.sum() - a.busy_time.sum()) for a, b in zip(steps, splits, strict=True)
-    ]
-    remote = two[graph.edge_src] != two[graph.edge_dst]
-    talks = np.zeros(graph.num_ops, dtype=bool)
-    talks[graph.edge_src[remote]] = talks[graph.edge_dst[remote]] = True
-    ran = np.median([m.op_time for m in steps], axis=0) > 0  # not bare inputs
-    quiet = ~talks & ran  # the ops that neither send nor read a copy
-    slower = [b.op_time[quiet].sum() / a.op_time[quiet].sum() - 1.0
-              for a, b in zip(steps, splits, strict=True)]  # fmt: skip
-    contention = float(np.median(slower)) if quiet.any() else 0.0
-    sim = simulate(graph, two, runner.cluster, runner.cost_model, trace=True)
-    assert sim.trace is not None
-    copies = sim.trace.copy_bytes
-    worker = TwoWorkers(name, float(np.median(extra)),
-                        float(np.median([float(m.busy_time.sum()) for m in steps])),
-                        len(copies), float(copies.sum()), contention)  # fmt: skip
-    return worker, steps
+    placements = calibration_placements(graph, CALIBRATION_PLACEMENTS)
+    places = list(placements.values())
+    mirror = np.array([1, 0])
+    times: list[list[float]] = [[] for _ in places]
+    one_worker: list[Measurement] = []
+    low, high = CALIBRATION_ROUNDS
+    rounds, start = high, time.perf_counter()
+    r = 0
+    while r < rounds:
+        measured = runner.measure_many(places + [mirror[p] for p in places], warmup=1, repeats=4)
+        for k in range(len(places)):
+            times[k] += [*measured[k].step_times, *measured[k + len(places)].step_times]
+        one_worker.append(measured[0])
+        r += 1
+        if r == 1:  # the first round says how many fit in the budget
+            per_round = time.perf_counter() - start
+            rounds = int(np.clip(budget_s // max(per_round, 1e-9), low, high))
+    case = SharedHostCase(name, graph, tuple(places), tuple(STATISTICS["paired"](times)))
+    return case, one_worker
 
 
 def _in_step_times(
-    prof: Profile, roofline: Roofline, suite_names: list[str], rounds: int = TWO_WORKER_ROUNDS
-) -> tuple[float, list[TwoWorkers]]:
-    """Time the ops inside whole steps; return the per-op overhead of a step and what
-    a second worker costs (`_two_workers`).
+    prof: Profile, roofline: Roofline, suite_names: list[str]
+) -> tuple[float, list[SharedHostCase]]:
+    """Time the ops inside whole steps; return the per-op overhead of a step and the
+    calibration steps of two workers (`_measure_calibration`).
 
     In a step each op reads data another op just wrote, allocates fresh outputs and
     passes through the executor's worker loop; timed alone, an op repeats on warm inputs
@@ -411,14 +386,14 @@ def _in_step_times(
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
-    two_workers = []
+    cases = []
     samples: dict[str, list[float]] = {}
     for name in suite_names:
         graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
         runner = Executor(Program(module, args), graph, cluster, model)
-        worker, steps = _two_workers(runner, name, rounds)
-        two_workers.append(worker)
+        case, steps = _measure_calibration(runner, name)
+        cases.append(case)
         step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((step.step_time - float(predicted.sum())) / kernels)
@@ -428,17 +403,38 @@ def _in_step_times(
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
-    return max(0.0, float(np.median(per_suite))), two_workers
+    return max(0.0, float(np.median(per_suite))), cases
+
+
+def _fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
+    """Fit the shared host's constants (`fit_shared_host`) with the profile's own op
+    times and copy bandwidth, into `prof.fit`."""
+    if not cases:
+        return
+    fit = prof.fit
+    roofline = Roofline(**fit["roofline"])
+    measured = prof.measured()
+    overhead = float(fit.get("op_overhead", 0.0))
+    bandwidth = float(fit["link"]["bandwidth"])
+
+    def model_for(contention: float, waiting: float, latency: float) -> CostModel:
+        cluster = _two_worker_cluster(prof.device_type, contention, waiting, latency, bandwidth)
+        t = prof.device_type
+        return CostModel(cluster, {t: roofline}, {t: measured}, {t: overhead})
+
+    shared = fit_shared_host(cases, model_for)
+    fit["contention"] = shared.contention
+    fit["contention_waiting"] = shared.contention_waiting
+    fit["link"]["latency"] = shared.latency
+    fit["shared_host_rms"] = shared.rms
 
 
 def _two_workers_line(fit: dict[str, Any]) -> str:
-    per_suite = ", ".join(
-        f"{k} {v:+.1%} and {fit['link']['in_step_latency'][k] * 1e6:.1f} us"
-        for k, v in fit["contention_per_suite"].items()
-    )
+    rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
     return (
-        f"a second worker: ops {fit['contention']:.1%} slower, hand-offs "
-        f"{fit['link']['latency'] * 1e6:.2f} us (per suite: {per_suite})"
+        f"a second worker: ops {fit['contention']:.1%} slower while it runs an op, "
+        f"{fit['contention_waiting']:.1%} while it waits; hand-offs "
+        f"{fit['link']['latency'] * 1e6:.2f} us (rms miss per suite: {rms})"
     )
 
 
@@ -453,14 +449,14 @@ def _remeasure_two_workers(device: torch.device, names: list[str], out: Path) ->
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the executor's CPU workers run
     try:
-        two_workers = []
+        cases = []
         for name in names:
             graph, module, args = suites.program(name, "small")
             runner = Executor(Program(module, args), graph, cluster, model)
-            two_workers.append(_two_workers(runner, name, TWO_WORKER_ROUNDS)[0])
+            cases.append(_measure_calibration(runner, name)[0])
     finally:
         torch.set_num_threads(threads)
-    _fit_two_workers(prof.fit, two_workers)
+    _fit_two_workers(prof, cases)
     prof.save(out)
     print(f"{out}: {_two_workers_line(prof.fit)}")
     return 0
@@ -482,7 +478,7 @@ def profile_main(argv: list[str] | None = None) -> int:
         "--two-workers-only",
         action="store_true",
         help="only re-measure what a second CPU worker costs (contention, hand-off latency) "
-        "into the complete profile at --out (a minute; the rest of the profile is kept)",
+        "into the complete profile at --out (about 3 minutes a suite; the rest is kept)",
     )
     args = p.parse_args(argv)
     try:

@@ -22,6 +22,7 @@ def unit_cluster(
     *,
     hosts: list[str] | None = None,
     contention: Any = 0.0,
+    contention_waiting: Any = None,
     **links: Any,
 ) -> Cluster:
     default = {"bandwidth": 1.0, "latency": 1.0, **links}
@@ -36,6 +37,7 @@ def unit_cluster(
                     "memory": memory,
                     "host": hosts[i],
                     "contention": contention,
+                    "contention_waiting": contention_waiting,
                 }
                 for i in range(num_devices)
             ],

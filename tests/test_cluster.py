@@ -86,7 +86,8 @@ def test_cpu2_is_two_cpu_workers():
     fit = Profile.load(shipped).fit
     # the two workers share this host; how much they slow each other is measured there
     assert c.host_index.tolist() == [0, 0]
-    assert c.contention.tolist() == pytest.approx([fit["contention"]] * 2, abs=0.0005)
+    rates = [fit["contention"], fit["contention_waiting"]]
+    assert c.contention.ravel().tolist() == pytest.approx(rates * 2, abs=0.0005)
     fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
     assert c.bandwidth[0, 1] == pytest.approx(fit["bandwidth"], rel=0.01)

@@ -57,6 +57,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
         if s != d
     ]
     contention = draw(st.sampled_from([0.0, 0.5, 1.0]))  # some devices share a host
+    waiting = draw(st.sampled_from([None, 0.0, 0.25]))  # a waiting host-mate counts less
     cluster = Cluster.from_dict(
         {
             "devices": [
@@ -66,6 +67,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
                     "memory": float(rng.integers(5, 40)),
                     "host": f"h{rng.integers(0, 2)}",
                     "contention": contention,
+                    "contention_waiting": waiting,
                 }
                 for i in range(num_devices)
             ],

@@ -323,10 +323,35 @@ def test_a_host_mate_waiting_for_input_is_at_work_one_done_is_not(sim):
     assert alone.step_time == 3  # one device: nobody to contend with
 
 
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_a_waiting_host_mate_slows_ops_by_contention_waiting(sim):
+    cluster = unit_cluster(2, hosts=["h", "h"], contention=0.5, contention_waiting=0.25)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [{"name": "a", "t": 4}, {"name": "b", "t": 2}, {"name": "c", "t": 2}],
+        [("a", "c", 0)],
+    )
+    r = sim(g, [0, 1, 1], cluster, cost, trace=True)
+    # a and b start together, each running beside the other: x1.5, a [0,6], b [0,3].
+    # d1 then waits for a: c's input. The copy (0 B: 1 s) [6,7]; c [7,9] with d0 done.
+    assert r.trace.op_end.tolist() == [6, 3, 9]
+    g2 = graph([{"name": "a", "t": 4}, {"name": "b", "t": 2}], [("a", "b", 0)])
+    r2 = sim(g2, [0, 1], cluster, cost, trace=True)
+    # d1 waits from the start: a x1.25 [0,5]; copy [5,6]; b alone [6,8]
+    assert r2.trace.op_end.tolist() == [5, 8]
+    assert sim(g2, [0, 0], cluster, cost).step_time == 6
+
+
 def test_contention_must_be_a_non_negative_fraction():
     from simulator import ClusterError
 
     with pytest.raises(ClusterError, match="'d0' contention must be a non-negative fraction"):
         unit_cluster(2, contention=-0.1)
-    assert unit_cluster(2).contention.tolist() == [0, 0]
+    with pytest.raises(ClusterError, match="'d0' contention_waiting must be a non-negative"):
+        unit_cluster(2, contention_waiting="a lot")
+    assert unit_cluster(2).contention.tolist() == [[0, 0], [0, 0]]
+    # without contention_waiting, a waiting host-mate counts as much as a running one
+    assert unit_cluster(2, contention=0.2).contention.tolist() == [[0.2, 0.2], [0.2, 0.2]]
+    both = unit_cluster(2, contention=0.2, contention_waiting=0.05)
+    assert both.contention.tolist() == [[0.2, 0.05], [0.2, 0.05]]
     assert unit_cluster(3, hosts=["h", "", "h"]).host_index.tolist() == [0, 1, 0]
