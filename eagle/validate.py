@@ -10,8 +10,9 @@ non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (
 chunks of the op order to the devices in turn (chunk sizes from half the graph down to
 two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between,
 so none of its placements is checked here), and random placements: each moves a random
-fraction (5% to 50%) of the placement units of a one-device placement to other devices. The set spans from
-one device to a hand-off after every op. Each placement is measured in `rounds` rounds
+fraction (5% to 50%) of the placement units of a one-device placement to other devices.
+The set spans from one device to a hand-off after every op. Each placement is measured
+in `rounds` rounds
 of `repeats` steps (after one warm-up step), and so is its mirror image where the
 cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1 swapped), pooled with
 it. Within a round the placements' steps are interleaved, one step of each in turn (in
