@@ -8,21 +8,20 @@ The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
 `eagle-run` run's `placement.json`, say), then up to `n` in all: placements that deal
 chunks of the op order to the devices in turn (chunk sizes from half the graph down to
-two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between,
-so none of its placements is checked here), and random placements: each moves a random
+two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between, so
+none of its placements is checked here), and random placements: each moves a random
 fraction (5% to 50%) of the placement units of a one-device placement to other devices.
 The set spans from one device to a hand-off after every op. Each placement is measured
-in `rounds` rounds
-of `repeats` steps (after one warm-up step), and so is its mirror image where the
-cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1 swapped), pooled with
-it. Within a round the placements' steps are interleaved, one step of each in turn (in
-a fresh random order each time), so that the drift of a shared machine's speed meets
-all of them alike; each round starts fresh worker processes, in a random order. A
-placement's measured time is the `statistic` of all its repeats: by default `paired`,
-the median of its steps relative to the other placements' steps of the same turn, at the
-level of the set's fastest steps, which estimates the dedicated machine the simulator
-prices; `quiet` (its median at that level), `min` and `median` as named (why:
-`simulator.validation`).
+in `rounds` rounds of `repeats` steps (after one warm-up step), and so is its mirror
+image where the cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1
+swapped), pooled with it. Within a round the placements' steps are interleaved, one step
+of each in turn (in a fresh random order each time), so that the drift of a shared
+machine's speed meets all of them alike; each round starts fresh worker processes, in a
+random order. A placement's measured time is the `statistic` of all its repeats: by
+default `paired`, the median of its steps relative to the other placements' steps of the
+same turn, at the level of the set's fastest steps, which estimates the dedicated
+machine the simulator prices; `quiet` (its median at that level), `min` and `median` as
+named (why: `simulator.validation`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
 rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:
