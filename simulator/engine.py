@@ -16,13 +16,13 @@ their one-worker time.
 
 Extension of rule 1 for devices that share a host (`host`, `contention` and
 `contention_waiting` in the cluster file): an op takes its time x (1 + contention x the
-number of other devices of its host running an op or a copy of their own + contention_waiting
-x the number waiting for an input with ops yet to start), counted once every start of
-its instant is made. Its duration is fixed when it starts. The executor's CPU workers
-spin while they wait for an input, and a spinning worker slows its host-mate less than
-a computing one: on `cpu2`, fitted to whole steps of calibration placements, 20-30% while
-the other worker computes against a few percent while it waits (`eagle-profile
---two-workers-only`; results/fidelity/README.md). `reference.py` implements the same
+number of other devices of its host running an op or a copy of their own +
+contention_waiting x the number waiting for an input with ops yet to start), counted
+once every start of its instant is made. Its duration is fixed when it starts. The
+executor's CPU workers spin while they wait for an input, and a spinning worker slows
+its host-mate less than a computing one: on `cpu2`, fitted to whole steps of
+calibration placements, 23.8% while the other worker computes against 4.4% while it
+waits (`eagle-profile --two-workers-only`; results/fidelity/README.md). `reference.py` implements the same
 rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per

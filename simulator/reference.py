@@ -137,7 +137,7 @@ def simulate_reference(
                 _, i = min(ready)
                 running[d], op_start[i] = i, t
                 started.append(i)
-        # An op slows for each other device of its host at work once this instant has started.
+        # An op slows by each host-mate running or waiting, once this instant has started.
         for i in started:
             d = place[i]
             dur[i] *= 1.0 + sum(slowdown_from(o, d) for o in range(D))
