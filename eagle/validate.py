@@ -62,7 +62,7 @@ from eagle.problem import Problem
 from simulator import Cluster, CostModel, SimulatorError, placement_from_json
 from simulator.executor import Program
 from simulator.graph import IntArray
-from simulator.placement import dealt_in_chunks
+from simulator.placement import dealt_in_chunks, moved_off_one_device
 from simulator.validation import (
     Point,
     Pooled,
@@ -145,11 +145,8 @@ def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[s
     rng = np.random.default_rng(seed)
     k = 0
     while len(out) < n:
-        fraction = float(np.exp(rng.uniform(np.log(0.05), np.log(0.5))))
-        base = int(rng.integers(cluster.num_devices))
-        moved = rng.random(num_units) < fraction
-        other = rng.integers(cluster.num_devices, size=num_units)
-        out[f"random:{fraction:.3f}:{k}"] = np.where(moved, other, base)[units]
+        fraction, per_unit = moved_off_one_device(rng, num_units, cluster.num_devices)
+        out[f"random:{fraction:.3f}:{k}"] = per_unit[units]
         k += 1
     return out
 

@@ -139,3 +139,18 @@ def keep_groups_together(graph: OpGraph, placement: npt.ArrayLike) -> IntArray:
     place[members] = lead[groups[members]]
     result: IntArray = place
     return result
+
+
+def moved_off_one_device(
+    rng: np.random.Generator, size: int, num_devices: int
+) -> tuple[float, IntArray]:
+    """A random placement of `size` items: all on one random device, but for a random
+    fraction (log-uniform, 5% to 50%) moved to random devices. Returns the fraction and
+    the devices. The placements between one device and an even spread that
+    `eagle-validate` and `eagle-profile` measure."""
+    fraction = float(np.exp(rng.uniform(np.log(0.05), np.log(0.5))))
+    base = int(rng.integers(num_devices))
+    moved = rng.random(size) < fraction
+    other = rng.integers(num_devices, size=size)
+    result: IntArray = np.where(moved, other, base)
+    return fraction, result

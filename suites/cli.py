@@ -35,7 +35,7 @@ from simulator.calibration import SharedHostCase, fit_link, fit_roofline, fit_sh
 from simulator.devices import DATASHEET, Roofline
 from simulator.executor import Executor, Measurement, Program, handoff_latency
 from simulator.graph import IntArray
-from simulator.placement import dealt_in_chunks, keep_groups_together
+from simulator.placement import dealt_in_chunks, keep_groups_together, moved_off_one_device
 from simulator.profile import Profile
 from simulator.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
 from simulator.validation import STATISTICS
@@ -322,9 +322,7 @@ def calibration_placements(
         k += 1
     rng = np.random.default_rng(1000)
     while len(out) < count:
-        fraction = float(np.exp(rng.uniform(np.log(0.05), np.log(0.5))))
-        base = int(rng.integers(2))
-        moved = np.where(rng.random(n) < fraction, rng.integers(2, size=n), base)
+        fraction, moved = moved_off_one_device(rng, n, 2)
         out[f"random:{fraction:.3f}:{len(out)}"] = keep_groups_together(graph, moved)
     return out
 
@@ -338,9 +336,7 @@ def _two_worker_cluster(device_type: str, contention: float = 0.0, waiting: floa
     return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
 
 
-def _measure_calibration(
-    runner: Executor, name: str, budget_s: float = CALIBRATION_BUDGET_S
-) -> tuple[SharedHostCase, list[Measurement]]:
+def _measure_calibration(runner: Executor, name: str) -> tuple[SharedHostCase, list[Measurement]]:
     """Measure a suite's `calibration_placements` as `eagle-validate` measures its own:
     rounds of fresh workers, steps interleaved, each placement with its mirror image,
     summarised by the `paired` statistic. Returns the case to fit and the one-worker
@@ -362,7 +358,7 @@ def _measure_calibration(
         r += 1
         if r == 1:  # the first round says how many fit in the budget
             per_round = time.perf_counter() - start
-            rounds = int(np.clip(budget_s // max(per_round, 1e-9), low, high))
+            rounds = int(np.clip(CALIBRATION_BUDGET_S // max(per_round, 1e-9), low, high))
     case = SharedHostCase(name, graph, tuple(places), tuple(STATISTICS["paired"](times)))
     return case, one_worker
 
