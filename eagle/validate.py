@@ -244,6 +244,12 @@ def pool(args: dict[str, str]) -> PooledReports:
         with gzip.open(folder / PLACEMENTS_FILE, "rt", encoding="utf-8") as f:
             placements = json.load(f)
         measured = pd.read_csv(folder / "points.csv").set_index("label").measured
+        missing = [str(label) for label in measured.index if label not in placements]
+        if missing:
+            raise ValidateError(
+                f"{folder}: placement {missing[0]!r} of points.csv is not in "
+                f"{PLACEMENTS_FILE}; the two must come from the same eagle-validate run"
+            )
         keyed = {
             (str(label), np.asarray(placements[label], dtype=np.int64).tobytes()): float(t)
             for label, t in measured.items()

@@ -11,6 +11,9 @@ import torch
 
 import suites.cli
 from simulator import Cluster, CostModel, CostModelError
+from simulator.calibration import SharedHostCase
+from simulator.devices import DATASHEET
+from simulator.executor import Measurement
 from simulator.profile import Profile
 from simulator.profiler import KernelCall, _random_like, kernel_calls, profile_ops
 from suites.cli import calibration_placements, profile_main
@@ -96,6 +99,7 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     assert profile.complete and profile.device_type == "cpu-worker"
     assert {"roofline", "link", "op_overhead", "accuracy", "contention"} <= set(profile.fit)
     assert set(profile.fit["shared_host_rms"]) == {"bert"}
+    assert len(profile.fit["shared_host_measured"]["bert"]) == 6  # kept, to re-fit
     assert profile.meta["suites"] == ["bert/small"] and profile.meta["torch"] == torch.__version__
     cluster = Cluster.load("cpu2")
     model = CostModel.default(cluster, profiles=[out])
@@ -109,16 +113,46 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
-    # re-measure what a second worker costs only: the rest of the profile is kept
+    # re-measure only what whole steps give: the ops timed alone, copies, roofline kept
     profile.fit["contention"] = profile.fit["contention_waiting"] = -1.0
     profile.save(out)
     assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
-                         "--two-workers-only"]) == 0  # fmt: skip
+                         "--steps-only"]) == 0  # fmt: skip
     again = Profile.load(out)
-    assert again.ops == profile.ops and again.fit["roofline"] == profile.fit["roofline"]
+    assert [r["median_s"] for r in again.ops] == [r["median_s"] for r in profile.ops]
+    assert again.copies == profile.copies and again.fit["roofline"] == profile.fit["roofline"]
     assert again.fit["contention"] >= 0 and again.fit["contention_waiting"] >= 0
     assert 0 <= again.fit["link"]["latency"] < 1e-3
-    assert "a second worker: ops" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "in-step op times of bert re-measured" in printed and "a second worker" in printed
+
+
+def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suites, monkeypatch):
+    # three one-worker rounds, the median one at 40 ms, in which every op of a signature
+    # took 4 or 8 us; the one-worker placement's paired level (its fastest steps) is 30 ms
+    graph = cached_small_suites["bert"]
+    signatures = sorted({s for s in graph.signatures if s is not None})
+    slow = set(signatures[::2])
+    prof = Profile("cpu-worker", {}, ops=[{"signature": s, "median_s": 2e-6} for s in signatures])
+    in_median_step = np.array([8e-6 if s in slow else 4e-6 if s else 1e-6
+                               for s in graph.signatures])  # fmt: skip
+
+    def rounds(runner, name):
+        steps = [Measurement(t, (t,), (0.0,), np.zeros(2), in_median_step * t / 0.04, 0.0)
+                 for t in (0.05, 0.04, 0.045)]  # fmt: skip
+        return SharedHostCase(name, graph, (), (0.03,)), steps
+
+    monkeypatch.setattr(suites.cli, "_measure_calibration", rounds)
+    overhead, _ = suites.cli._in_step_times(prof, DATASHEET["cpu-worker"], ["bert"])
+    # at the paired level (x 0.75), plus an equal share of the rest of the 30 ms step
+    kernels = [s is not None for s in graph.signatures]
+    loop = (0.03 - 0.75 * in_median_step[kernels].sum()) / sum(kernels)
+    expected = [(8e-6 if r["signature"] in slow else 4e-6) * 0.75 + loop for r in prof.ops]
+    assert [r["in_step_s"] for r in prof.ops] == pytest.approx(expected)
+    in_step = {r["signature"]: r["in_step_s"] for r in prof.ops}
+    assert sum(in_step[s] for s in graph.signatures if s) == pytest.approx(0.03)
+    # the ops timed alone (2 us each) sum to less than the 30 ms step: the rest per op
+    assert overhead == pytest.approx((0.03 - 2e-6 * sum(kernels)) / sum(kernels), rel=1e-3)
 
 
 def test_calibration_placements_are_none_that_eagle_validate_measures(cached_small_suites):

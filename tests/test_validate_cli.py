@@ -77,6 +77,12 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     capsys.readouterr()
     assert main(["suite=bert", f"pool={history}"]) == 0
     assert "2 reports, 8 placements" in capsys.readouterr().out
+    edited = pd.read_csv(history / "b" / "points.csv").replace({"label": {"heft": "mine"}})
+    edited.to_csv(history / "b" / "points.csv", index=False)  # a hand-edited report
+    assert main(["suite=bert", f"pool={history}"]) == 2
+    assert "placement 'mine' of points.csv is not in placements.json.gz" in (
+        capsys.readouterr().err
+    )
     (history / "b" / "placements.json.gz").unlink()
     assert main(["suite=bert", f"pool={history}"]) == 2
     assert "has no placements.json.gz" in capsys.readouterr().err
