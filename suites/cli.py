@@ -383,9 +383,10 @@ def _in_step_times(
     with the calibration placements (its fastest steps). Each op also gets an equal share
     of the rest of that step: the worker loop between ops, which the simulator has no
     other term for. So a one-worker step is predicted at the time validation would
-    report for it. Before, the median step's op times alone were used: the two errors
-    cancelled on GNMT-small (predicted at 0.99 of its paired level) but not on BERT-small
-    (1.39) or Inception-V3-small (1.25), measured in noisier minutes (2026-12-02;
+    report for it; the per-op overhead above is taken at that level too. Before, the
+    median step's op times alone were used: the two errors cancelled on GNMT-small
+    (predicted at 0.99 of its paired level) but not on BERT-small (1.39) or
+    Inception-V3-small (1.25), measured in noisier minutes (2026-12-02;
     results/fidelity/README.md).
     """
     cluster = _two_worker_cluster(prof.device_type)
