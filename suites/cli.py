@@ -405,13 +405,11 @@ def _in_step_times(
         one_worker = case.measured[0]  # `calibration_placements` starts with it
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((one_worker - float(predicted.sum())) / kernels)
-        timed = [i for i, sig in enumerate(graph.signatures) if sig is not None]
+        timed = {i: sig for i, sig in enumerate(graph.signatures) if sig is not None}
         speed = one_worker / step.step_time
-        loop = (one_worker - speed * float(step.op_time[timed].sum())) / max(1, len(timed))
-        for i in timed:
-            samples.setdefault(graph.signatures[i] or "", []).append(
-                float(step.op_time[i]) * speed + loop
-            )
+        loop = (one_worker - speed * float(step.op_time[list(timed)].sum())) / max(1, len(timed))
+        for i, sig in timed.items():
+            samples.setdefault(sig, []).append(float(step.op_time[i]) * speed + loop)
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
