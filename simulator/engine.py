@@ -22,7 +22,7 @@ once every start of its instant is made. Its duration is fixed when it starts. T
 executor's CPU workers spin while they wait for an input, and a spinning worker slows
 its host-mate less than a computing one: on `cpu2`, fitted to whole steps of
 calibration placements, 28.8% while the other worker computes against 2.5% while it
-waits (`eagle-profile --two-workers-only`; results/fidelity/README.md). `reference.py`
+waits (`eagle-profile --steps-only`; results/fidelity/README.md). `reference.py`
 implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
