@@ -19,9 +19,9 @@ of each in turn (in a fresh random order each time), so that the drift of a shar
 machine's speed meets all of them alike; each round starts fresh worker processes, in a
 random order. A placement's measured time is the `statistic` of all its repeats: by
 default `paired`, the median of its steps relative to the other placements' steps of the
-same turn, at the level of the set's fastest steps, which estimates the dedicated
-machine the simulator prices; `quiet` (its median at that level), `min` and `median` as
-named (why: `simulator.validation`).
+same turn, at the level of the set's fastest steps (`fastest_level`: per stretch of 32),
+which estimates the dedicated machine the simulator prices; `quiet` (its median at that
+level), `min` and `median` as named (why: `simulator.validation`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
 rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:

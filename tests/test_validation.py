@@ -13,6 +13,7 @@ from simulator.validation import (
     Point,
     Validator,
     bootstrap_rounds,
+    fastest_level,
     fidelity,
     kendall_tau,
     pool_runs,
@@ -68,6 +69,24 @@ def test_quiet_statistic_by_hand():
     # medians 5 and 4, fastest 1 and 4: factor sqrt(1 * 4 / (5 * 4))
     assert quiet([[1, 5, 5], [4, 4, 4]]) == pytest.approx([5 * 0.2**0.5, 4 * 0.2**0.5])
     assert STATISTICS["min"]([[1, 5, 5], [4, 4, 4]]) == [1, 4]
+
+
+def test_fastest_level_does_not_fall_with_the_step_count():
+    # stretches of 2: fastest 1, 3, 2 -> median 2; an odd step joins the last stretch
+    assert fastest_level([1, 4, 3, 5, 2, 6], turns=2) == 2
+    assert fastest_level([1, 4, 3, 5, 2, 6, 0.5], turns=2) == 1
+    assert fastest_level([4, 3], turns=32) == 3  # fewer than a stretch: the fastest
+    # many steps from one distribution: about the level of a single stretch's fastest,
+    # where the plain minimum keeps falling
+    steps = np.random.default_rng(0).lognormal(0.0, 0.3, size=(64, 32 * 16))
+    one_stretch = np.median(steps[:, :32].min(axis=1))
+    many = np.median([fastest_level(s) for s in steps])
+    assert many == pytest.approx(one_stretch, rel=0.05)
+    assert np.median(steps.min(axis=1)) < 0.8 * one_stretch
+    # the statistics take their level from it: stretches' fastest 2 and 1, median 1.5
+    late = [[2.0] * 32 + [1.0] * 32, [4.0] * 32 + [2.0] * 32]
+    assert STATISTICS["paired"](late) == pytest.approx([1.5, 3.0])
+    assert STATISTICS["quiet"](late) == pytest.approx([1.5, 3.0])
 
 
 def test_paired_statistic_by_hand():
