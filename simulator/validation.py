@@ -25,10 +25,10 @@ Which statistic of the repeated step times is "the measured time" (`statistic`):
   not depend on how many steps were measured). The simulator prices a dedicated
   machine: its op times are per-op medians of a quiet profile. On a shared VM another
   tenant's bursts only ever add time, and in noisy minutes a step takes 0.6x to 1.9x
-  its round's typical time. The fastest repeat
-  estimates the dedicated machine but is itself noisy: in such minutes two runs of the
-  same 20 GNMT-small placements ranked them alike at Kendall tau 0.47-0.54 by their
-  fastest steps, against 0.63-0.81 by their medians. The medians rank; the fastest steps
+  its round's typical time. The fastest repeat estimates the dedicated machine but is
+  itself noisy: in such minutes two runs of the same 20 GNMT-small placements ranked
+  them alike at Kendall tau 0.47-0.54 by their fastest steps, against 0.63-0.81 by
+  their medians. The medians rank; the fastest steps
   set the level. For one placement alone of at most 63 steps this is its minimum (so is
   `paired`'s).
 - `min`: the fastest repeat of each placement;
@@ -77,12 +77,13 @@ def fastest_level(times: Sequence[float], turns: int = LEVEL_TURNS) -> float:
     """A placement's fastest steps: the fastest of each stretch of `turns` consecutive
     steps, median over the stretches (all of them one stretch when there are fewer).
 
-    The fastest of all steps falls the more steps there are. In the committed cpu2
-    reports of 2026-12-02 (steps.csv; steps drawn at random, so drift does not enter),
-    the fastest of 128 steps lay 6-10% below the fastest of 32, and of 384-448 steps
-    8-12% below. The profiler measures 32-128 steps of a placement and a report
-    128-512, so with the plain minimum reports came out faster than predicted by about
-    that much. A stretch's fastest has the same expectation however many there are.
+    The fastest of all steps falls the more steps there are. In the cpu2 reports
+    committed at 06:00 on 2026-12-02 (steps.csv; steps drawn at random, so that drift
+    does not enter), the fastest of 128 steps lay 6-10% below the fastest of 32, and of
+    384-448 steps 8-12% below. The profiler measures 32-128 steps of a placement and a
+    report 128-512, so with the plain minimum reports came out faster than predicted by
+    about that much. A stretch's fastest has the same expectation however many there
+    are.
     """
     t = np.asarray(times, dtype=float)
     stretches = np.array_split(t, max(1, len(t) // turns))
@@ -104,7 +105,7 @@ def _paired(times: Sequence[Sequence[float]]) -> list[float]:
         )
     logs = np.log(np.asarray(times, dtype=float))  # [placement, turn]
     relative = np.median(logs - np.median(logs, axis=0), axis=1)
-    level = np.mean(np.log([fastest_level(t) for t in np.exp(logs)])) - np.mean(relative)
+    level = np.mean(np.log([fastest_level(t) for t in times])) - np.mean(relative)
     return [float(np.exp(r + level)) for r in relative]
 
 

@@ -72,8 +72,9 @@ def test_quiet_statistic_by_hand():
 
 
 def test_fastest_level_does_not_fall_with_the_step_count():
-    # stretches of 2: fastest 1, 3, 2 -> median 2; an odd step joins the last stretch
+    # stretches of 2: fastest 1, 3, 2 -> median 2
     assert fastest_level([1, 4, 3, 5, 2, 6], turns=2) == 2
+    # 7 steps make 3 stretches, of 3, 2 and 2: fastest 1, 2, 0.5 -> median 1
     assert fastest_level([1, 4, 3, 5, 2, 6, 0.5], turns=2) == 1
     assert fastest_level([4, 3], turns=32) == 3  # fewer than a stretch: the fastest
     # many steps from one distribution: about the level of a single stretch's fastest,
