@@ -28,9 +28,8 @@ Which statistic of the repeated step times is "the measured time" (`statistic`):
   its round's typical time. The fastest repeat estimates the dedicated machine but is
   itself noisy: in such minutes two runs of the same 20 GNMT-small placements ranked
   them alike at Kendall tau 0.47-0.54 by their fastest steps, against 0.63-0.81 by
-  their medians. The medians rank; the fastest steps
-  set the level. For one placement alone of at most 63 steps this is its minimum (so is
-  `paired`'s).
+  their medians. The medians rank; the fastest steps set the level. For one placement
+  alone of at most 63 steps this is its minimum (so is `paired`'s).
 - `min`: the fastest repeat of each placement;
 - `median`: DESIGN.md's executor statistic, the level of the machine as it ran.
 """
