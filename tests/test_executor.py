@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -150,3 +152,33 @@ def test_a_program_from_another_capture_is_refused(cpu2):
 
 def test_handoff_latency_is_microseconds():
     assert 0 < handoff_latency(rounds=200) < 1e-3
+
+
+_FAULTS_OVER_20_BLOCKS = """
+import resource, sys
+import numpy as np
+np._core.multiarray._set_madvise_hugepage(False)  # count 4 KiB pages, not huge ones
+if sys.argv[1] == "keep":
+    from simulator.executor import keep_freed_memory
+    assert keep_freed_memory()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    block = np.empty(2**23)  # 64 MiB: over glibc's largest mmap threshold
+    block.fill(1.0)
+    del block
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_workers_keep_freed_memory_instead_of_faulting_it_in_again():
+    def faults(mode: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-c", _FAULTS_OVER_20_BLOCKS, mode],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return int(run.stdout.split()[-1])
+
+    pages = 2**26 // 4096  # of one block
+    assert faults("default") > 10 * pages  # handed back to the OS each time
+    assert faults("keep") < 2 * pages  # faulted in once, then reused
