@@ -19,7 +19,10 @@ folded into. Given a placement:
 - with CUDA devices, each device is a thread with its own stream and tensors move with
   `.to(device)`;
 - random ops (dropout) reseed the generator from their node's index under a lock, so
-  the step computes the same loss whatever the placement and thread timing.
+  the step computes the same loss whatever the placement and thread timing;
+- a CPU worker keeps the memory a step frees for the next (`keep_freed_memory`): by
+  default glibc gave it back to the OS in some placements and not others, and the
+  page faults that followed made the step's time depend on the allocator.
 
 The measurement is the median step time over repeats after warm-up, and each device's
 busy time. `measure_many` measures several placements with their steps interleaved (one

@@ -491,7 +491,7 @@ def profile_main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only re-measure what whole steps of the small suites give (each op's time "
         "inside a step, a second CPU worker's contention, the hand-off latency) into the "
-        "complete profile at --out (11-20 minutes for the three small suites here; the rest "
+        "complete profile at --out (8-20 minutes for the three small suites here; the rest "
         "is kept)",
     )
     args = p.parse_args(argv)
