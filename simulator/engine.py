@@ -21,7 +21,7 @@ contention_waiting x the number waiting for an input with ops yet to start), cou
 once every start of its instant is made. Its duration is fixed when it starts. The
 executor's CPU workers spin while they wait for an input, and a spinning worker slows
 its host-mate less than a computing one: on `cpu2`, fitted to whole steps of
-calibration placements, 30.0% while the other worker computes against 1.9% while it
+calibration placements, 25.6% while the other worker computes against 2.2% while it
 waits (`eagle-profile --steps-only`; results/fidelity/README.md). `reference.py`
 implements the same rules plainly; tests require both to agree exactly.
 
