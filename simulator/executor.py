@@ -510,12 +510,13 @@ def keep_freed_memory() -> bool:
     depends on the process's allocation pattern, so the pages a step touches fault in
     afresh in some placements and not in others. Measured on `cpu2` (Inception-V3 small,
     2026-12-02): a worker running the whole step faulted ~2,900 pages (12 MB) per step
-    and its fastest step took 147.7 ms; with this, 20 pages and 129.3 ms. Split over two
-    workers (chunks of 346 ops) the same step faulted 6 pages and took 125.9 ms (120.5 ms
-    with this). The profile's in-step op times, taken from the one-worker step, carried
-    the faults to every other placement: they made the placements the model ranks
-    best measure up to ~4% faster than predicted (results/fidelity/README.md).
-    A framework's caching allocator does the same for its own reasons.
+    and its fastest step took 147.7 ms; with glibc's `MALLOC_TRIM_THRESHOLD_` and
+    `MALLOC_MMAP_THRESHOLD_` set to the same end, 20 pages and 129.3 ms (with this
+    function: 47 pages). Split over two workers (chunks of 346 ops) the same step faulted
+    6 pages. The profile's in-step op times, taken from the one-worker step, carried the
+    faults to every other placement, which then measured 2-4% faster than predicted
+    relative to the one-worker ones (results/fidelity/README.md). A framework's caching
+    allocator keeps freed memory too.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
