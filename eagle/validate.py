@@ -6,9 +6,10 @@
 
 The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
-`eagle-run` run's `placement.json`, say), then up to `n` in all: placements that deal
-chunks of the op order to the devices in turn (chunk sizes from half the graph down to
-two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between, so
+`eagle-run` run's `placement.json`, say), then up to `n` distinct ones in all (a copy of
+a placement already chosen, itself or its mirror image, is left out and named in
+`same_as`): placements that deal chunks of the op order to the devices in turn (chunk
+sizes from half the graph down to two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between, so
 none of its placements is checked here), and random placements: each moves a random
 fraction (5% to 50%) of the placement units of a one-device placement to other devices.
 The set spans from one device to a hand-off after every op. Each placement is measured
@@ -28,7 +29,8 @@ rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuri
 `label`, `round`, `step`, `time` and `start` in seconds, `start` on the
 `time.perf_counter` clock; a mirror image's steps follow the placement's own in its
 round), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
-`kendall_tau`, `spearman_rho`, the 90% intervals of the first two over resampled rounds,
+`kendall_tau`, `spearman_rho`, `same_as` (the labels left out as copies, by the label
+measured in their place), the 90% intervals of the first two over resampled rounds,
 `round_spread`: the machine's noise while it ran, the command, machine and cost-model
 provenance) and `placements.json.gz` (every placement measured, by label: the device
 index of each op) to `out`.
@@ -89,6 +91,7 @@ DEFAULTS: dict[str, str] = {
 }
 
 PLACEMENTS_FILE = "placements.json.gz"
+RANDOM_TRIES = 50  # random draws per placement wanted before settling for fewer
 
 
 class ValidateError(Exception):
@@ -118,37 +121,60 @@ def parse(argv: list[str]) -> dict[str, str]:
     return args
 
 
-def candidates(problem: Problem, n: int, seed: int, files: list[Path]) -> dict[str, IntArray]:
-    """The placements to measure, by label (see the module docstring)."""
+def candidates(
+    problem: Problem, n: int, seed: int, files: list[Path]
+) -> tuple[dict[str, IntArray], dict[str, str]]:
+    """The placements to measure, by label (see the module docstring), and the labels
+    left out as copies of one already chosen (label -> the chosen one's label).
+
+    A copy would be measured as a placement of its own, and every comparison with it
+    counted twice in Kendall's tau: on BERT-small m-TOPO, the chunks of half the graph
+    (its colocation groups pull them onto one device) and the other single device (the
+    mirror image, measured pooled with it) were all single:cpu0 once more, four points
+    of one placement among twenty. A placement's copy is itself or, where the cluster's
+    devices are interchangeable, its mirror image (`Cluster.mirror`)."""
     g, cluster = problem.graph, problem.cluster
+    perm = cluster.mirror()
     out: dict[str, IntArray] = {}
+    same_as: dict[str, str] = {}
+    seen: dict[bytes, str] = {}
+
+    def add(label: str, placement: IntArray) -> None:
+        images = [placement] if perm is None else [placement, perm[placement]]
+        key = min(np.asarray(p, dtype=np.int64).tobytes() for p in images)
+        if key in seen:
+            same_as[label] = seen[key]
+        else:
+            seen[key] = label
+            out[label] = placement
+
     for d, name in enumerate(cluster.device_names):
-        out[f"single:{name}"] = np.full(g.num_ops, d, dtype=np.int64)
+        add(f"single:{name}", np.full(g.num_ops, d, dtype=np.int64))
     if problem.is_builtin_suite:
-        out["expert"] = suites.expert_placement(problem.suite, g, cluster)
+        add("expert", suites.expert_placement(problem.suite, g, cluster))
     for label, cls in (("m_topo", MTopoPlacer), ("m_etf", METFPlacer), ("heft", HeftPlacer)):
         batch = cls(problem, devices="all").ask()
         if batch is not None:
-            out[label] = batch[0]
+            add(label, batch[0])
     metis = MetisPlacer(problem, devices="all").ask()
     if metis is not None:
-        out["metis"] = metis[-1]
+        add("metis", metis[-1])
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        out[f"file:{path}"] = placement_from_json(doc, g, cluster)
+        add(f"file:{path}", placement_from_json(doc, g, cluster))
     # from one hand-off to one every other op (`eagle-profile` calibrates on others)
     chunk = max(1, g.num_ops // 2)
     while chunk >= 2 and len(out) < n:
-        out[f"chunks:{chunk}"] = dealt_in_chunks(g, chunk, cluster.num_devices)
+        add(f"chunks:{chunk}", dealt_in_chunks(g, chunk, cluster.num_devices))
         chunk //= 2
     units, num_units = problem.placement_units
     rng = np.random.default_rng(seed)
-    k = 0
-    while len(out) < n:
+    for k in range(RANDOM_TRIES * n):  # a tiny graph may have fewer than n placements
+        if len(out) >= n:
+            break
         fraction, per_unit = moved_off_one_device(rng, num_units, cluster.num_devices)
-        out[f"random:{fraction:.3f}:{k}"] = per_unit[units]
-        k += 1
-    return out
+        add(f"random:{fraction:.3f}:{k}", per_unit[units])
+    return out, same_as
 
 
 def validate(args: dict[str, str]) -> dict[str, Any]:
@@ -158,7 +184,10 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
     graph, module, values = suites.program(name, variant)
     problem = Problem(name, graph, cluster, cost_model)
     files = [Path(p) for p in args["placements"].split(",") if p]
-    chosen = candidates(problem, int(args["n"]), int(args["seed"]), files)
+    chosen, same_as = candidates(problem, int(args["n"]), int(args["seed"]), files)
+    if len(chosen) < int(args["n"]):
+        print(f"note: {name}/{variant} has only {len(chosen)} distinct placements of the kinds "
+              f"measured here; measuring those", file=sys.stderr)  # fmt: skip
     validator = Validator(graph, Program(module, values), cluster, cost_model, warmup=1,
                           repeats=int(args["repeats"]), statistic=args["statistic"])  # fmt: skip
     rounds = int(args["rounds"])
@@ -206,6 +235,7 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         "variant": variant,
         "cluster": cluster.name,
         **fidelity(points),
+        "same_as": same_as,  # labels left out as copies of a measured placement
         # 90% intervals over resampled rounds: what the measurement's noise allows
         "kendall_tau_range": list(uncertainty.kendall_tau),
         "median_ape_range": list(uncertainty.median_ape),

@@ -168,7 +168,7 @@ def test_calibration_placements_are_none_that_eagle_validate_measures(cached_sma
     assert all(split_colocation_group(graph, p) is None for p in ours.values())
     assert len({p.tobytes() for p in ours.values()}) == len(ours)
     problem = Problem("bert", graph, cluster, CostModel.default(cluster))
-    validated = candidates(problem, 20, 0, [])
+    validated, _ = candidates(problem, 20, 0, [])
     seen = {p.tobytes() for p in validated.values()}
     # every one but the one-worker placement (which validation measures as single:cpu0)
     assert [label for label, p in ours.items() if p.tobytes() in seen] == ["single:cpu0"]

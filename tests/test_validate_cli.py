@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle.validate import main, pool
+from eagle.problem import Problem
+from eagle.validate import candidates, main, pool
 from simulator import Cluster, CostModel
 from simulator.validation import STATISTICS, kendall_tau, predict
+from tests.conftest import graph, problem, unit_cluster
 
 
 def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
@@ -27,6 +29,28 @@ def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, t
     assert "unknown op 'no_such_op'" in err and "Traceback" not in err
 
 
+def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
+    cluster = Cluster.load("cpu2")
+    mirror = cluster.mirror()
+    assert mirror is not None and mirror.tolist() == [1, 0]
+    bert = Problem("bert", cached_small_suites["bert"], cluster, CostModel.default(cluster))
+    chosen, same_as = candidates(bert, 20, 0, [])
+    assert len(chosen) == 20
+    keys = {min(p.tobytes(), mirror[p].tobytes()) for p in chosen.values()}
+    assert len(keys) == 20
+    # m-TOPO and chunks of half the graph put every op on cpu0 (checked in the report of
+    # 2026-12-02 09:34); single:cpu1 is single:cpu0's mirror image
+    assert same_as == dict.fromkeys(["single:cpu1", "m_topo", "chunks:431"], "single:cpu0")
+    assert "random:0.242:4" in chosen  # the same random draws as before, then more
+
+    # two ops: on one device or on two, whichever device is first; then it stops looking
+    tiny = graph([{"name": "a", "t": 1}, {"name": "b", "t": 1}], [("a", "b", 1)])
+    chosen, same_as = candidates(problem(tiny, unit_cluster(2, hosts=["h", "h"])), 20, 0, [])
+    assert len(chosen) == 2
+    assert {min(tuple(p), tuple(1 - p)) for p in chosen.values()} == {(0, 0), (0, 1)}
+    assert same_as["single:d1"] == "single:d0"
+
+
 def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path, capsys):
     out = tmp_path / "report"
     args = ["suite=bert", "n=8", "rounds=2", "repeats=1", f"out={out}"]
@@ -35,6 +59,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert {"suite", "cluster", "n", "median_ape", "kendall_tau", "spearman_rho"} <= set(summary)
     assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
     assert summary["round_spread"] >= 0
+    assert set(summary["same_as"]) == {"single:cpu1", "m_topo", "chunks:431"}
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
     assert not {"times", "starts"} & set(points.columns)  # per-step data: steps.csv
