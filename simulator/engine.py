@@ -21,8 +21,9 @@ contention_waiting x the number waiting for an input with ops yet to start), cou
 once every start of its instant is made. Its duration is fixed when it starts. The
 executor's CPU workers spin while they wait for an input, and a spinning worker slows
 its host-mate less than a computing one: on `cpu2`, fitted to whole steps of
-calibration placements, 25.6% while the other worker computes against 2.2% while it
-waits (`eagle-profile --steps-only`; results/fidelity/README.md). `reference.py`
+calibration placements, 25.6-42.8% while the other worker computes against 2.2-5.6%
+while it waits (`eagle-profile --steps-only`, three fits within two hours on
+2026-12-02; results/fidelity/README.md). `reference.py`
 implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
