@@ -9,9 +9,10 @@ non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (
 `eagle-run` run's `placement.json`, say), then up to `n` distinct ones in all (a copy of
 a placement already chosen, itself or its mirror image, is left out and named in
 `same_as`): placements that deal chunks of the op order to the devices in turn (chunk
-sizes from half the graph down to two ops, by halves; `eagle-profile` calibrates on one op and on the sizes in between, so
-none of its placements is checked here), and random placements: each moves a random
-fraction (5% to 50%) of the placement units of a one-device placement to other devices.
+sizes from half the graph down to two ops, by halves; `eagle-profile` calibrates on one
+op and on the sizes in between, so none of its placements is checked here), and random
+placements: each moves a random fraction (5% to 50%) of the placement units of a
+one-device placement to other devices.
 The set spans from one device to a hand-off after every op. Each placement is measured
 in `rounds` rounds of `repeats` steps (after one warm-up step), and so is its mirror
 image where the cluster's devices are interchangeable (on `cpu2`: cpu0 and cpu1

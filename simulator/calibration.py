@@ -177,23 +177,26 @@ class SharedHostFit:
     contention: float  # op slowdown while the other device runs an op or a copy
     contention_waiting: float  # ... while it waits for an input
     latency: float  # seconds a hand-off costs inside a step
+    wake_cost: float  # seconds an op adds after its device waited long (`Device.wake_cost`)
     rms: dict[str, float]  # per case: rms of the log miss, each side centred
 
 
 def fit_shared_host(
-    cases: Sequence[SharedHostCase], model_for: Callable[[float, float, float], CostModel]
+    cases: Sequence[SharedHostCase],
+    model_for: Callable[[float, float, float, float], CostModel],
 ) -> SharedHostFit:
-    """The (contention, contention_waiting, latency) whose predictions best match the
-    cases' measured times: least squares on log times, each case's centred (a case is
-    measured minutes after the op times, on a machine whose speed drifts by 10-20%, so
-    only the placements' ratios are fitted). `model_for(c, w, latency)` returns the cost
-    model of a cluster with those constants.
+    """The (contention, contention_waiting, latency, wake_cost) whose predictions best
+    match the cases' measured times: least squares on log times, each case's centred (a
+    case is measured minutes after the op times, on a machine whose speed drifts by
+    10-20%, so only the placements' ratios are fitted). `model_for(c, w, latency, wake)`
+    returns the cost model of a cluster with those constants (and the caller's
+    `wake_after`).
 
-    Why fit steps and not measure each constant apart: inside a step the three mix (an
+    Why fit steps and not measure each constant apart: inside a step they mix (an
     op's time depends on what the other worker does, a hand-off's on how long the reader
     waited), and the step is what the simulator must predict. A coarse grid finds the
     basin (the loss is piecewise smooth: schedules change at thresholds), then a pattern
-    search refines it to about 0.3% and 0.3 us.
+    search refines it to about 0.3%, 0.3 us and 1.6 us.
     """
     if not cases or any(len(c.placements) < 3 for c in cases):
         raise CostModelError("fitting a shared host needs at least 3 placements per case")
@@ -201,7 +204,7 @@ def fit_shared_host(
         if len(c.placements) != len(c.measured):
             raise CostModelError(f"case {c.name!r}: placements and measured times differ")
 
-    def per_case(x: tuple[float, float, float]) -> dict[str, float]:
+    def per_case(x: tuple[float, float, float, float]) -> dict[str, float]:
         model = model_for(*x)
         out = {}
         for c in cases:
@@ -212,21 +215,24 @@ def fit_shared_host(
             out[c.name] = float(np.sqrt(np.mean(miss**2)))
         return out
 
-    def loss(x: tuple[float, float, float]) -> float:
+    def loss(x: tuple[float, float, float, float]) -> float:
         return float(np.mean([r**2 for r in per_case(x).values()]))
 
     grid = itertools.product(
-        np.arange(0.0, 0.41, 0.05), np.arange(0.0, 0.21, 0.05), (0.0, 5e-6, 10e-6, 20e-6, 40e-6)
+        np.arange(0.0, 0.41, 0.05),
+        np.arange(0.0, 0.21, 0.05),
+        (0.0, 5e-6, 10e-6, 20e-6, 40e-6),
+        (0.0, 12.5e-6, 25e-6, 50e-6, 100e-6),
     )
-    best = min(((float(c), float(w), lat) for c, w, lat in grid), key=loss)
+    best = min(((float(c), float(w), lat, wake) for c, w, lat, wake in grid), key=loss)
     best_loss = loss(best)
-    step = np.array([0.025, 0.025, 2.5e-6])
+    step = np.array([0.025, 0.025, 2.5e-6, 12.5e-6])
     while step[0] >= 0.002:
         moved = False
-        for axis, sign in itertools.product(range(3), (1, -1)):
+        for axis, sign in itertools.product(range(4), (1, -1)):
             trial = np.array(best)
             trial[axis] = max(0.0, trial[axis] + sign * step[axis])
-            x = (float(trial[0]), float(trial[1]), float(trial[2]))
+            x = (float(trial[0]), float(trial[1]), float(trial[2]), float(trial[3]))
             trial_loss = loss(x)
             if trial_loss < best_loss:
                 best, best_loss, moved = x, trial_loss, True

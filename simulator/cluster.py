@@ -10,8 +10,12 @@ A device may name its `host`, its `contention` and its `contention_waiting`: dev
 one host share its caches and memory, so an op slows by `contention` (a fraction) for
 each other device of its host running an op when it starts, and by `contention_waiting`
 for each one waiting for an input with ops still to run (`simulator.engine`, rule 1 as
-extended there; `contention_waiting` defaults to `contention`).
-Defaults: the device is alone on its host, contention 0, DESIGN.md's independent devices.
+extended there; `contention_waiting` defaults to `contention`). And its `wake_cost`
+(seconds) with `wake_after` (seconds): an op that starts after its device has finished
+nothing for `wake_after` or longer takes `wake_cost` longer (a worker that waited long
+computes slower for a while after; rule 1 as extended there).
+Defaults: the device is alone on its host, contention 0, no wake-up cost: DESIGN.md's
+independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
 """
@@ -68,6 +72,8 @@ class Device:
     host: str = ""  # devices with the same host contend; "" = alone on its own
     contention: float = 0.0  # op slowdown per other device of the host running (fraction)
     contention_waiting: float | None = None  # ... per other one waiting; None: `contention`
+    wake_cost: float = 0.0  # seconds an op adds after its device idled `wake_after` or more
+    wake_after: float = 0.0  # seconds
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,28 +172,34 @@ class Cluster:
 
     @cached_property
     def contention(self) -> FloatArray:
-        """[D, 2] op slowdown per other device of the host running an op or copy (column
-        0) and per other one waiting for an input with ops still to run (column 1)."""
+        """[D, 4] op slowdown per other device of the host running an op or copy (column
+        0) and per other one waiting for an input with ops still to run (column 1); the
+        wake-up cost in seconds (column 2) and the idle time after which it applies (3)."""
         rates = [
-            (d.contention, d.contention if d.contention_waiting is None else d.contention_waiting)
+            (
+                d.contention,
+                d.contention if d.contention_waiting is None else d.contention_waiting,
+                d.wake_cost,
+                d.wake_after,
+            )
             for d in self.devices
         ]
-        contention = np.array(rates, dtype=np.float64).reshape(-1, 2)
+        contention = np.array(rates, dtype=np.float64).reshape(-1, 4)
         contention.setflags(write=False)
         return contention
 
     def mirror(self) -> IntArray | None:
         """A relabelling of the devices under which the cluster is the same (device i ->
-        `mirror[i]`): interchangeable devices (same type, memory and contention) in
+        `mirror[i]`): interchangeable devices (same type, memory, contention and wake-up cost) in
         reverse order, if that keeps every link and which devices share a host as they
         were; None if there is no such relabelling.
 
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
         pooling cancels that (`simulator.validation`)."""
-        groups: dict[tuple[str, float, float, float | None], list[int]] = {}
+        groups: dict[tuple[Any, ...], list[int]] = {}
         for i, d in enumerate(self.devices):
-            key = (d.type, d.memory, d.contention, d.contention_waiting)
+            key = (d.type, d.memory, d.contention, d.contention_waiting, d.wake_cost, d.wake_after)
             groups.setdefault(key, []).append(i)
         perm = np.arange(self.num_devices)
         for members in groups.values():
@@ -239,6 +251,26 @@ def _fraction(value: Any, name: str, key: str, doing: str) -> float:
     return float(value)
 
 
+def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
+    """A device's (wake_cost, wake_after), seconds; a cost needs the idle time it follows."""
+    values = []
+    for key in ("wake_cost", "wake_after"):
+        value = d.get(key, 0.0)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value >= 0)
+        ):
+            raise ClusterError(f"device {name!r} {key} must be non-negative seconds, got {value!r}")
+        values.append(float(value))
+    if values[0] > 0 and not (0 < values[1] < math.inf):
+        raise ClusterError(
+            f"device {name!r} has a wake_cost but no wake_after: say after how many seconds "
+            "without work an op pays it (e.g. wake_after: 0.3e-3)"
+        )
+    return values[0], values[1]
+
+
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
     if not isinstance(raw, list) or not raw:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
@@ -255,7 +287,10 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         if waiting is not None:
             waiting = _fraction(waiting, name, "contention_waiting", "waiting for an input")
         host = str(d.get("host") or "")
-        devices.append(Device(name, str(d["type"]), memory, host, contention, waiting))
+        wake_cost, wake_after = _wake(d, name)
+        devices.append(
+            Device(name, str(d["type"]), memory, host, contention, waiting, wake_cost, wake_after)
+        )
     return tuple(devices)
 
 

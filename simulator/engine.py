@@ -15,16 +15,20 @@ one copy at a time in destination-device order, and is busy for the copy's durat
 their one-worker time.
 
 Extension of rule 1 for devices that share a host (`host`, `contention` and
-`contention_waiting` in the cluster file): an op takes its time x (1 + contention x the
-number of other devices of its host running an op or a copy of their own +
-contention_waiting x the number waiting for an input with ops yet to start), counted
-once every start of its instant is made. Its duration is fixed when it starts. The
-executor's CPU workers spin while they wait for an input, and a spinning worker slows
-its host-mate less than a computing one: on `cpu2`, fitted to whole steps of
-calibration placements, 25.6-42.8% while the other worker computes against 2.2-5.6%
+`contention_waiting` in the cluster file) or wake up slowly (`wake_cost`, `wake_after`):
+an op takes its time x (1 + contention x the number of other devices of its host
+running an op or a copy of their own + contention_waiting x the number waiting for an
+input with ops yet to start), counted once every start of its instant is made, plus
+`wake_cost` if its device has finished nothing (no op, no copy of its own) for
+`wake_after` or longer, counted from the step's start. Its duration is fixed when it
+starts. The executor's CPU workers spin while they wait for an input, and a spinning
+worker slows its host-mate less than a computing one: on `cpu2`, fitted to whole steps
+of calibration placements, 25.6-42.8% while the other worker computes against 2.2-5.6%
 while it waits (`eagle-profile --steps-only`, three fits within two hours on
-2026-12-02; results/fidelity/README.md). `reference.py`
-implements the same rules plainly; tests require both to agree exactly.
+2026-12-02; results/fidelity/README.md). A worker that spun for over 0.3 ms ran its
+next ops slower: 48-92 us on the first op in the executor, 3-12% for ~4 ms in a
+microbenchmark (results/fidelity/README.md, 2026-12-02 10:30): the wake-up cost.
+`reference.py` implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
 graph, and its scratch arrays are reused across calls (one workspace per graph; the
@@ -167,8 +171,8 @@ def _simulate_kernel(
     bandwidth: Any,
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
-    contention: Any,  # [D, 2] slowdown of a device's ops per other device of its host
-    # running (column 0) or waiting for an input (column 1)
+    contention: Any,  # [D, 4] slowdown of a device's ops per other device of its host
+    # running (column 0) or waiting for an input (column 1); wake-up cost, and after (2, 3)
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -260,6 +264,7 @@ def _simulate_kernel(
     started = np.empty(D, np.uint32)  # devices that started an op this instant
     n_started = _0
     unstarted = dev_count.copy()  # ops each device has yet to start
+    last_end = np.zeros(D, np.float64)  # when each device last finished an op or a copy
 
     for p in range(n):
         params[place[p]] += param_bytes[p]
@@ -358,6 +363,8 @@ def _simulate_kernel(
                     elif unstarted[o] > _0:
                         slowdown += contention[d, 1]
             duration = times[op, d] * slowdown
+            if contention[d, 2] > 0.0 and t - last_end[d] >= contention[d, 3]:
+                duration += contention[d, 2]  # it waited long: the wake-up cost
             busy[d] += duration
             _heap_push(ev_time, ev_id, ev_size, t + duration, op)
             ev_size += _1
@@ -373,6 +380,7 @@ def _simulate_kernel(
                 op = ev
                 d = place[op]
                 running[d] = n
+                last_end[d] = t
                 if not in_todo[d]:
                     in_todo[d] = True
                     todo[n_todo] = d
@@ -421,6 +429,7 @@ def _simulate_kernel(
                 r = src if by_sender[src, dd] else D + src * D + dd  # who was doing it
                 if r < D:
                     running[src] = n
+                    last_end[src] = t
                 else:
                     link_busy[r - D] = False
                 if not in_todo[r]:

@@ -4,8 +4,8 @@ Every decision is recomputed from scratch by scanning all ops and copies, and me
 re-summed from the definition of each buffer's lifetime at every instant. It is
 quadratic and meant for small graphs: tests require the fast simulator (`engine.py`) to
 agree with it exactly on hundreds of random cases. Links marked `by_sender` follow the
-extension of rule 3 described in `engine.py`, devices that share a host its extension of
-rule 1.
+extension of rule 3 described in `engine.py`, devices that share a host or have a wake-up
+cost its extension of rule 1.
 """
 
 from __future__ import annotations
@@ -79,6 +79,12 @@ def simulate_reference(
             return float(contention[d][1])
         return 0.0
 
+    def last_finish(d: int) -> float:
+        """When `d` last finished an op or a copy of its own (0: the step's start)."""
+        ends = [op_end[j] for j in ops_on[d] if op_done[j]]
+        ends += [copy_end[k] for k in copy_done if place[k[0]] == d and by_sender(k)]
+        return max(ends, default=0.0)
+
     def by_sender(k: tuple[int, int]) -> bool:
         return bool(cluster.by_sender[place[k[0]], k[1]])
 
@@ -137,10 +143,13 @@ def simulate_reference(
                 _, i = min(ready)
                 running[d], op_start[i] = i, t
                 started.append(i)
-        # An op slows by each host-mate running or waiting, once this instant has started.
+        # An op slows by each host-mate running or waiting, once this instant has started,
+        # and pays the wake-up cost if its device has done nothing for long.
         for i in started:
             d = place[i]
             dur[i] *= 1.0 + sum(slowdown_from(o, d) for o in range(D))
+            if contention[d][2] > 0 and t - last_finish(d) >= contention[d][3]:
+                dur[i] += contention[d][2]
             op_end[i] = t + dur[i]
         # Rule 3: an idle link starts the copy that became ready first.
         for src in range(D):

@@ -305,6 +305,10 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
 CALIBRATION_PLACEMENTS = 18
 CALIBRATION_BUDGET_S = 200.0
 CALIBRATION_ROUNDS = (4, 16)
+# A worker that waited this long for an input pays the fitted wake-up cost on its next op:
+# in the executor, BERT-small's ops that followed a wait of over 0.3 ms ran 48-92 us long
+# and shorter waits cost little (results/fidelity/README.md, 2026-12-02 10:30).
+WAKE_AFTER_S = 0.3e-3
 
 
 def calibration_placements(
@@ -328,9 +332,11 @@ def calibration_placements(
 
 
 def _two_worker_cluster(device_type: str, contention: float = 0.0, waiting: float = 0.0,
-                        latency: float = 0.0, bandwidth: float = 1e10) -> Cluster:  # fmt: skip
+                        latency: float = 0.0, bandwidth: float = 1e10,
+                        wake_cost: float = 0.0) -> Cluster:  # fmt: skip
     devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12, "host": "this",
-                "contention": contention, "contention_waiting": waiting}
+                "contention": contention, "contention_waiting": waiting,
+                "wake_cost": wake_cost, "wake_after": WAKE_AFTER_S}
                for i in (0, 1)]  # fmt: skip
     links = {"default": {"bandwidth": bandwidth, "latency": latency, "by_sender": True}}
     return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
@@ -427,14 +433,17 @@ def _fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     overhead = float(fit.get("op_overhead", 0.0))
     bandwidth = float(fit["link"]["bandwidth"])
 
-    def model_for(contention: float, waiting: float, latency: float) -> CostModel:
-        cluster = _two_worker_cluster(prof.device_type, contention, waiting, latency, bandwidth)
+    def model_for(contention: float, waiting: float, latency: float, wake: float) -> CostModel:
+        cluster = _two_worker_cluster(
+            prof.device_type, contention, waiting, latency, bandwidth, wake
+        )
         t = prof.device_type
         return CostModel(cluster, {t: roofline}, {t: measured}, {t: overhead})
 
     shared = fit_shared_host(cases, model_for)
     fit["contention"] = shared.contention
     fit["contention_waiting"] = shared.contention_waiting
+    fit["wake_cost"], fit["wake_after"] = shared.wake_cost, WAKE_AFTER_S
     fit["link"]["latency"] = shared.latency
     fit["shared_host_rms"] = shared.rms
     # the steps fitted, by suite, in `calibration_placements` order: to re-fit without
@@ -446,7 +455,9 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
     rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
     return (
         f"a second worker: ops {fit['contention']:.1%} slower while it runs an op, "
-        f"{fit['contention_waiting']:.1%} while it waits; hand-offs "
+        f"{fit['contention_waiting']:.1%} while it waits; an op after a wait of "
+        f"{fit.get('wake_after', WAKE_AFTER_S) * 1e3:.1f} ms or more "
+        f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; hand-offs "
         f"{fit['link']['latency'] * 1e6:.2f} us (rms miss per suite: {rms})"
     )
 

@@ -23,6 +23,8 @@ def unit_cluster(
     hosts: list[str] | None = None,
     contention: Any = 0.0,
     contention_waiting: Any = None,
+    wake_cost: Any = 0.0,
+    wake_after: Any = 0.0,
     **links: Any,
 ) -> Cluster:
     default = {"bandwidth": 1.0, "latency": 1.0, **links}
@@ -38,6 +40,8 @@ def unit_cluster(
                     "host": hosts[i],
                     "contention": contention,
                     "contention_waiting": contention_waiting,
+                    "wake_cost": wake_cost,
+                    "wake_after": wake_after,
                 }
                 for i in range(num_devices)
             ],

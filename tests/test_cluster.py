@@ -87,7 +87,9 @@ def test_cpu2_is_two_cpu_workers():
     # the two workers share this host; how much they slow each other is measured there
     assert c.host_index.tolist() == [0, 0]
     rates = [fit["contention"], fit["contention_waiting"]]
-    assert c.contention.ravel().tolist() == pytest.approx(rates * 2, abs=0.0005)
+    assert c.contention[:, :2].ravel().tolist() == pytest.approx(rates * 2, abs=0.0005)
+    wake = fit.get("wake_cost", 0.0)  # a profile fitted before the wake-up cost has none
+    assert c.contention[:, 2].tolist() == pytest.approx([wake] * 2, abs=0.05e-6)
     fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
     assert c.bandwidth[0, 1] == pytest.approx(fit["bandwidth"], rel=0.01)

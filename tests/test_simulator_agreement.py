@@ -58,6 +58,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
     ]
     contention = draw(st.sampled_from([0.0, 0.5, 1.0]))  # some devices share a host
     waiting = draw(st.sampled_from([None, 0.0, 0.25]))  # a waiting host-mate counts less
+    wake_cost, wake_after = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.0), (1.0, 0.5)]))
     cluster = Cluster.from_dict(
         {
             "devices": [
@@ -68,6 +69,8 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
                     "host": f"h{rng.integers(0, 2)}",
                     "contention": contention,
                     "contention_waiting": waiting,
+                    "wake_cost": wake_cost,
+                    "wake_after": wake_after,
                 }
                 for i in range(num_devices)
             ],

@@ -342,6 +342,39 @@ def test_a_waiting_host_mate_slows_ops_by_contention_waiting(sim):
     assert sim(g2, [0, 0], cluster, cost).step_time == 6
 
 
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_an_op_after_a_long_wait_pays_the_wake_up_cost(sim):
+    g = graph(
+        [{"name": "a", "t": 1}, {"name": "b", "t": 1}, {"name": "c", "t": 1}],
+        [("a", "b", 0), ("b", "c", 0)],
+    )
+    # a [0,1] on d0; copy (0 B: 1 s) [1,2]; b on d1 from 2, idle since the step's start;
+    # the copy back takes 1 s; c on d0, idle since a ended at 1
+    for after, ends in [(1.0, [1, 3.5, 6]), (2.5, [1, 3, 5.5]), (10.0, [1, 3, 5])]:
+        cluster = unit_cluster(2, hosts=["h", "h"], wake_cost=0.5, wake_after=after)
+        r = sim(g, [0, 1, 0], cluster, CostModel.default(cluster), trace=True)
+        # after 1: b waited 2, c waited 3.5: both pay; after 2.5: only c; after 10: none
+        assert r.trace.op_end.tolist() == ends
+        assert r.busy_time.tolist() == [ends[2] - ends[1], ends[1] - 2]
+    # a device's own copy (by the sender) counts as work: d0 copies a's output [1,2], so
+    # at 4 it has waited 2 s, not 3, and c does not pay
+    cluster = unit_cluster(2, hosts=["h", "h"], wake_cost=0.5, wake_after=3.0, by_sender=True)
+    r = sim(g, [0, 1, 0], cluster, CostModel.default(cluster), trace=True)
+    # a [0,1]; d0 copies [1,2]; b [2,3] (waited 2); d1 copies [3,4]; c [4,5]
+    assert r.trace.op_end.tolist() == [1, 3, 5]
+
+
+def test_a_wake_up_cost_needs_the_wait_it_follows():
+    from simulator import ClusterError
+
+    with pytest.raises(ClusterError, match="'d0' has a wake_cost but no wake_after"):
+        unit_cluster(2, wake_cost=1e-5)
+    with pytest.raises(ClusterError, match="'d0' wake_after must be non-negative seconds"):
+        unit_cluster(2, wake_cost=1e-5, wake_after=-1)
+    c = unit_cluster(2, wake_cost=5e-5, wake_after=3e-4)
+    assert c.contention[:, 2:].tolist() == [[5e-5, 3e-4]] * 2
+
+
 def test_contention_must_be_a_non_negative_fraction():
     from simulator import ClusterError
 
@@ -349,9 +382,9 @@ def test_contention_must_be_a_non_negative_fraction():
         unit_cluster(2, contention=-0.1)
     with pytest.raises(ClusterError, match="'d0' contention_waiting must be a non-negative"):
         unit_cluster(2, contention_waiting="a lot")
-    assert unit_cluster(2).contention.tolist() == [[0, 0], [0, 0]]
+    assert unit_cluster(2).contention.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0]]
     # without contention_waiting, a waiting host-mate counts as much as a running one
-    assert unit_cluster(2, contention=0.2).contention.tolist() == [[0.2, 0.2], [0.2, 0.2]]
+    assert unit_cluster(2, contention=0.2).contention[:, :2].tolist() == [[0.2, 0.2]] * 2
     both = unit_cluster(2, contention=0.2, contention_waiting=0.05)
-    assert both.contention.tolist() == [[0.2, 0.05], [0.2, 0.05]]
+    assert both.contention[:, :2].tolist() == [[0.2, 0.05], [0.2, 0.05]]
     assert unit_cluster(3, hosts=["h", "", "h"]).host_index.tolist() == [0, 1, 0]
