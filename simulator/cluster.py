@@ -263,7 +263,7 @@ def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
         ):
             raise ClusterError(f"device {name!r} {key} must be non-negative seconds, got {value!r}")
         values.append(float(value))
-    if values[0] > 0 and not (0 < values[1] < math.inf):
+    if values[0] > 0 and values[1] == 0:
         raise ClusterError(
             f"device {name!r} has a wake_cost but no wake_after: say after how many seconds "
             "without work an op pays it (e.g. wake_after: 0.3e-3)"
