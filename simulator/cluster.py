@@ -190,9 +190,9 @@ class Cluster:
 
     def mirror(self) -> IntArray | None:
         """A relabelling of the devices under which the cluster is the same (device i ->
-        `mirror[i]`): interchangeable devices (same type, memory, contention and wake-up cost) in
-        reverse order, if that keeps every link and which devices share a host as they
-        were; None if there is no such relabelling.
+        `mirror[i]`): interchangeable devices (same type, memory, contention and wake-up
+        cost) in reverse order, if that keeps every link and which devices share a host
+        as they were; None if there is no such relabelling.
 
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
@@ -238,12 +238,18 @@ def _positive(value: Any, what: str) -> float:
     return float(value)
 
 
+def _non_negative(value: Any) -> bool:
+    """A finite number >= 0 (not a bool)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
 def _fraction(value: Any, name: str, key: str, doing: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value >= 0)
-    ):
+    if not _non_negative(value):
         raise ClusterError(
             f"device {name!r} {key} must be a non-negative fraction (0.1: its ops run 10% "
             f"longer per other device of its host {doing}), got {value!r}"
@@ -256,11 +262,7 @@ def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     values = []
     for key in ("wake_cost", "wake_after"):
         value = d.get(key, 0.0)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not (math.isfinite(value) and value >= 0)
-        ):
+        if not _non_negative(value):
             raise ClusterError(f"device {name!r} {key} must be non-negative seconds, got {value!r}")
         values.append(float(value))
     if values[0] > 0 and values[1] == 0:
