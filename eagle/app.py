@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,14 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+import suites
 from eagle import run_dir
+from eagle.errors import ConfigError, EagleError
 from eagle.loop_validation import loop_validation
 from eagle.placer import Placer
-from eagle.problem import Problem, label
+from eagle.problem import Problem, label, problem_from_config
 from eagle.search import Budget, search
-from simulator import placement_to_json
+from simulator import SimulatorError, placement_to_json
 
 log = logging.getLogger("eagle")
 
@@ -72,18 +75,50 @@ def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
     return placer
 
 
+def check_config(cfg: DictConfig) -> None:
+    """Refuse a malformed run setting by its key, before anything is loaded or written:
+    `budget.samples=10.7` or `resume=maybe` must not be silently bent into a value."""
+    _integer(cfg, "budget.samples", 1)
+    seconds = OmegaConf.select(cfg, "budget.seconds")
+    if seconds is not None and not (_is_number(seconds) and math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"budget.seconds must be a positive number or null, got {seconds!r}")
+    _integer(cfg, "seed", 0)
+    _integer(cfg, "checkpoint_every", 1)
+    _integer(cfg, "validation.every", 0)
+    _integer(cfg, "validation.repeats", 1)
+    for key in ("resume", "progress"):
+        if not isinstance(OmegaConf.select(cfg, key), bool):
+            raise ConfigError(f"{key} must be true or false, got {OmegaConf.select(cfg, key)!r}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _integer(cfg: DictConfig, key: str, minimum: int) -> None:
+    value = OmegaConf.select(cfg, key)
+    if not (_is_number(value) and math.isfinite(value) and value == int(value) >= minimum):
+        raise ConfigError(f"{key} must be a whole number >= {minimum}, got {value!r}")
+    if not isinstance(value, int):
+        raise ConfigError(f"{key} must be a whole number, got {value!r} (write {int(value)})")
+
+
 def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
-    """Run one search and write its outputs to `out_dir`; returns the summary."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Run one search and write its outputs to `out_dir`; returns the summary. The run
+    holds `out_dir`'s lock throughout: a second writer is refused at once."""
+    check_config(cfg)
+    with run_dir.locked(out_dir):
+        return _run(cfg, out_dir)
+
+
+def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     if not cfg.resume:  # afresh: no old result may outlive this run's failure
         for name in (run_dir.CHECKPOINT, run_dir.SUMMARY, run_dir.PLACEMENT, run_dir.METRICS):
             (out_dir / name).unlink(missing_ok=True)
     who = identity(cfg)
     run_dir.write_text(out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
-    graph = build(cfg.suite)
-    cluster = build(cfg.cluster)
-    cost_model = build(cfg.cost_model, _partial_=True)(cluster)
-    problem = Problem(suite=who["suite"], graph=graph, cluster=cluster, cost_model=cost_model)
+    problem = problem_from_config(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
     placer = make_placer(cfg.agent, problem, who["seed"])
     validation, skipped = loop_validation(
         problem, who["suite"], str(cfg.suite.get("variant") or "default"),
@@ -94,11 +129,12 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         log.warning("validation.every=%d: skipped, %s", cfg.validation.every, skipped)
 
     checkpoint = out_dir / run_dir.CHECKPOINT
+    # What a checkpoint must match to be resumed: who the run is, the agent's settings,
+    # and the content of the graph, cluster and cost model (not just their names).
     meta = {
         **who,
         "agent_config": OmegaConf.to_yaml(cfg.agent, resolve=True),
-        "cost_model_config": OmegaConf.to_yaml(cfg.cost_model, resolve=True),
-        "graph": f"{graph.name}: {graph.num_ops} ops, {len(graph.edge_src)} edges",
+        **problem.fingerprint,
     }
     result = search(
         placer,
@@ -124,6 +160,7 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "notes": [*result.notes, *notes],
         "graph": {"name": graph.name, "ops": graph.num_ops},
         "cost_model": cost_model.provenance(),
+        "fingerprint": problem.fingerprint,
     }
     run_dir.write_csv(out_dir / run_dir.METRICS, result.metrics)
     run_dir.write_json(
@@ -162,8 +199,13 @@ def main(cfg: DictConfig) -> None:
         log.warning("interrupted; rerun the same command to resume from %s", out_dir)
         raise SystemExit(130) from None  # the shell's code for Ctrl-C, without a traceback
     except Exception as e:
+        typed = isinstance(e, EagleError | SimulatorError | suites.SuiteError)
         if hydra_cfg.mode != RunMode.MULTIRUN:
-            raise
+            if not typed:
+                raise
+            # A bad input: one line naming it (the message says what to fix), no traceback.
+            print(f"eagle-run: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
         # One failed job must not end the sweep: record it for the report and go on.
         log.error("run failed (%s: %s); the sweep goes on", type(e).__name__, e)
         run_dir.write_json(

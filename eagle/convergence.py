@@ -47,10 +47,10 @@ def curves(records: list[run_dir.RunRecord]) -> pd.DataFrame:
     """Every finished run's metrics rows, tagged with its suite, cluster, placer, seed."""
     frames = []
     for record in records:
-        summary, path = record.summary, record.path / run_dir.METRICS
-        if summary is None or not path.is_file():
+        summary, metrics = record.summary, record.metrics  # checked by run_dir.scan
+        if summary is None or metrics is None:
             continue
-        metrics = pd.read_csv(path)
+        metrics = metrics.copy()
         for column in VALIDATION:  # validation in the loop (eagle.loop_validation), if on
             if column not in metrics:
                 metrics[column] = np.nan

@@ -13,3 +13,8 @@ class PlacerError(EagleError):
 
 class RunError(EagleError):
     """A run cannot start or resume (e.g. its run dir holds a checkpoint of another run)."""
+
+
+class ConfigError(EagleError):
+    """A config value is malformed (e.g. `budget.samples=abc`, or a run dir's `config.yaml`
+    that names code); the message names the key and what it accepts."""

@@ -1,22 +1,38 @@
 """What a placer works on: one graph on one cluster, priced by one cost model.
 
-`Problem` is the small record that crosses from the harness into every placer. The
-`load_*` functions are what the Hydra config groups `suite/`, `cluster/` and
-`cost_model/` instantiate (`_target_`), so the app stays a thin layer over plain Python.
+`Problem` is the small record that crosses from the harness into every placer.
+`problem_from_config` is the one path from a config's plain keys (`suite`, `cluster`,
+`cost_model`) to a `Problem`: the app, the report's timelines and the tests all use it.
+It reads only names, variants and file paths, never a `_target_`: a run dir's
+`config.yaml` is data, often from someone else, and must not name code to run.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import suites
+from eagle.errors import ConfigError
 from simulator import Cluster, CostModel, OpGraph, lower_bound
 from simulator.graph import FloatArray, IntArray
 from suites.expert import gpu_indices
+
+COST_MODELS = ("default",)  # the names `cost_model=` accepts (eagle/conf/cost_model/)
+# The `_target_` each group had before configs stopped naming code: still accepted in old
+# run dirs' config.yaml (and ignored), every other one refused.
+_LEGACY_TARGETS = {
+    "suite": "eagle.problem.load_graph",
+    "cluster": "eagle.problem.load_cluster",
+    "cost_model": "eagle.problem.make_cost_model",
+}
+_KEYS = {"suite": ("name", "variant", "path"), "cluster": ("name", "path"), "cost_model": ("name",)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +65,25 @@ class Problem:
         units[loose] = first + np.arange(len(loose))
         return units, first + len(loose)
 
+    @cached_property
+    def fingerprint(self) -> dict[str, str]:
+        """Content hashes of the graph, the cluster and the cost model's prices: a run's
+        checkpoint is refused when any differs, and reports never average runs whose
+        fingerprints differ (a graph edited in place keeps its name and sizes)."""
+        g, c = self.graph, self.cluster
+        return {
+            "graph": _digest(
+                g.names, g.type_vocab, g.type_ids, g.flops, g.bytes, g.output_bytes,
+                g.param_bytes, g.temp_bytes, g.colocation_vocab, g.colocation_ids,
+                g.module_vocab, g.module_ids, g.phase_ids, g.signatures,
+                sorted(g.time_overrides.items()), g.edge_src, g.edge_dst, g.edge_bytes,
+            ),
+            "cluster": _digest(
+                c.devices, c.latency, c.bandwidth, c.by_sender, sorted(c.device_types.items())
+            ),
+            "cost_model": _digest(self.op_times, self.cost_model.provenance()),
+        }  # fmt: skip
+
     @property
     def is_builtin_suite(self) -> bool:
         return self.suite in suites.names()
@@ -60,6 +95,65 @@ class Problem:
         if which == "gpus":
             return np.asarray(gpu_indices(self.cluster), dtype=np.int64)
         raise ValueError(f"devices must be 'all' or 'gpus', got {which!r}")
+
+
+def _digest(*parts: Any) -> str:
+    """A short SHA-256 of arrays (their bytes, dtype and shape) and plain values (repr)."""
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, list) and part and isinstance(part[0], tuple):
+            for item in part:  # (key, array) pairs: time overrides
+                h.update(_digest(*item).encode())
+        elif isinstance(part, np.ndarray):
+            h.update(f"{part.dtype}{part.shape}".encode())
+            h.update(np.ascontiguousarray(part).tobytes())
+        else:
+            h.update(repr(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def problem_from_config(cfg: Mapping[str, Any]) -> Problem:
+    """The problem a config describes, from its plain keys alone (module docstring).
+
+    `cfg` is a resolved config (a DictConfig or the dict read from a run dir's
+    `config.yaml`); its `suite`, `cluster` and `cost_model` sections are checked first, so
+    a bad value is refused with a ConfigError naming the key before anything is loaded.
+    """
+    suite = _section(cfg, "suite")
+    cluster_keys = _section(cfg, "cluster")
+    model = _section(cfg, "cost_model").get("name") or "default"
+    if model not in COST_MODELS:
+        raise ConfigError(f"cost_model.name={model!r} is unknown; cost models: {COST_MODELS}")
+    graph = load_graph(
+        suite.get("name") or "", suite.get("variant") or "default", suite.get("path")
+    )
+    cluster = load_cluster(cluster_keys.get("name") or "", cluster_keys.get("path"))
+    name = label(suite.get("name") or "", suite.get("path"))
+    return Problem(suite=name, graph=graph, cluster=cluster, cost_model=make_cost_model(cluster))
+
+
+def _section(cfg: Mapping[str, Any], group: str) -> dict[str, str | None]:
+    """A config group's plain keys, each a string or null; anything else is refused."""
+    node = cfg.get(group) if isinstance(cfg, Mapping) else None
+    if node is None and group == "cost_model":
+        return {}
+    if not isinstance(node, Mapping):
+        raise ConfigError(f"config key {group!r} must be a mapping of {', '.join(_KEYS[group])}")
+    out: dict[str, str | None] = {}
+    for key, value in node.items():
+        if key == "_target_" and value == _LEGACY_TARGETS[group]:
+            continue
+        if key not in _KEYS[group]:
+            raise ConfigError(
+                f"{group}.{key} is not a key this project reads (allowed: "
+                f"{', '.join(_KEYS[group])}); configs name suites, clusters and files, "
+                "never code to run"
+            )
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{group}.{key} must be a string or null, got {value!r}")
+        out[str(key)] = value
+    return out
 
 
 def load_graph(name: str, variant: str = "default", path: str | None = None) -> OpGraph:

@@ -3,19 +3,31 @@
 A run writes `config.yaml` when it starts, `checkpoint.pt` and `metrics.csv` as it goes,
 and `placement.json` then `summary.json` when it ends, so a dir with a summary is a
 finished run. A failed run of a sweep leaves `error.json` instead (who failed, and why).
-Every file is written to a temporary name and renamed, so a killed run never leaves a
-truncated file.
+Every file is written to a temporary name unique to the writer and renamed, so a killed
+run never leaves a truncated file; `locked` keeps a second writer out of a run dir.
+
+A run dir is data, often from someone else: `scan` reads each file with a size cap,
+checks its shape and skips the run with a warning naming it when a file is corrupt,
+and nothing read from it ever names code to run (`read_config` takes plain YAML only).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import io
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
+
+from eagle.errors import RunError
+from simulator.files import read_limited, write_atomic
 
 SUMMARY = "summary.json"
 METRICS = "metrics.csv"
@@ -38,12 +50,11 @@ SUMMARY_KEYS = (
 )
 
 ERROR_KEYS = ("suite", "agent", "cluster", "seed", "error")
+LOCK = ".lock"  # held by the run writing the dir; holds its pid
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -58,43 +69,171 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
     write_text(path, frame.to_csv(index=False))
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on run dir `path` while the block runs; a second writer
+    gets a RunError at once naming the dir and the holder's pid. The lock is the
+    kernel's (flock), so it is released when its holder exits, even when killed."""
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise RunError(
+                f"run dir {path} is in use by another eagle-run (pid {holder}); wait for it "
+                "to end or give this run another dir (hydra.run.dir=...)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 @dataclass(frozen=True)
 class RunRecord:
-    """One run dir as a report sees it: finished (summary), failed (error) or neither."""
+    """One run dir as a report sees it: finished (summary), failed (error) or neither.
+    A finished run's `config` is its parsed `config.yaml` ({} if absent) and `metrics`
+    its `metrics.csv` (None if absent)."""
 
     path: Path
     summary: dict[str, Any] | None
     error: dict[str, Any] | None  # suite, agent, cluster, seed, error
+    config: dict[str, Any] | None = None
+    metrics: pd.DataFrame | None = None
+
+
+class RunDirError(ValueError):
+    """A file of a run dir is unreadable or malformed; the message names the file."""
 
 
 def scan(roots: list[Path]) -> tuple[list[RunRecord], list[str]]:
     """Every run dir under `roots` (a dir holding a config, summary or error file), and a
-    warning for each that is unfinished or unreadable. Never raises on a bad run dir."""
+    warning for each that is unfinished, failed or has a corrupt file (that run is then
+    left out: a record with neither summary nor error). Never raises on a bad run dir."""
     found: set[Path] = set()
     for root in roots:
         for name in (CONFIG, SUMMARY, ERROR):
             found.update(p.parent for p in root.rglob(name) if ".hydra" not in p.parts)
     records, warnings = [], []
     for path in sorted(found):
-        summary, error = _read(path / SUMMARY, SUMMARY_KEYS), _read(path / ERROR, ERROR_KEYS)
-        if summary is not None:
-            error = None  # finished after all (e.g. resumed after a failure)
-        elif error is not None:
-            warnings.append(f"{path}: failed run: {error['error']}")
-        elif (path / SUMMARY).exists() or (path / ERROR).exists():
-            warnings.append(f"{path}: unreadable {SUMMARY} or {ERROR}; skipped")
-        else:
+        try:
+            record = _read_run(path)
+        except RunDirError as e:
+            warnings.append(f"{path}: {e}; skipped")
+            records.append(RunRecord(path=path, summary=None, error=None))
+            continue
+        if record.summary is None and record.error is not None:
+            warnings.append(f"{path}: failed run: {record.error['error']}")
+        elif record.summary is None:
             warnings.append(f"{path}: unfinished run (no {SUMMARY}); skipped")
-        records.append(RunRecord(path=path, summary=summary, error=error))
+        records.append(record)
     return records, warnings
 
 
-def _read(path: Path, keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """The JSON object at `path` if it exists, parses and has `keys`; else None."""
+def _read_run(path: Path) -> RunRecord:
+    """One run dir's files, checked (RunDirError naming the first bad one)."""
+    if (path / SUMMARY).exists():
+        summary = _read_json_object(path / SUMMARY, SUMMARY_KEYS)
+        _check_summary(summary)
+        config = read_config(path / CONFIG) if (path / CONFIG).exists() else {}
+        if (path / PLACEMENT).exists():
+            placement = json_object(path / PLACEMENT)
+            if not all(isinstance(k, str) for k in placement):
+                raise RunDirError(f"{PLACEMENT} must map op names to devices")
+        metrics = _read_metrics(path / METRICS, summary) if (path / METRICS).exists() else None
+        return RunRecord(path=path, summary=summary, error=None, config=config, metrics=metrics)
+    if (path / ERROR).exists():
+        error = _read_json_object(path / ERROR, ERROR_KEYS)
+        error["error"] = str(error["error"])
+        return RunRecord(path=path, summary=None, error=error)
+    return RunRecord(path=path, summary=None, error=None)
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in `path` (size-capped); RunDirError naming the file otherwise."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or any(k not in doc for k in keys):
-        return None
+        doc = json.loads(read_limited(path))
+    except (OSError, ValueError, RecursionError) as e:
+        raise RunDirError(f"unreadable {path.name} ({_one_line(e)})") from None
+    if not isinstance(doc, dict):
+        raise RunDirError(f"{path.name} must hold a JSON object, not {type(doc).__name__}")
     return doc
+
+
+def _read_json_object(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
+    doc = json_object(path)
+    missing = [k for k in keys if k not in doc]
+    if missing:
+        raise RunDirError(f"{path.name} lacks {', '.join(missing)}")
+    return doc
+
+
+def _check_summary(summary: dict[str, Any]) -> None:
+    """The types a report relies on: names are strings, counts integers, times numbers."""
+    for key in ("suite", "agent", "cluster"):
+        if not isinstance(summary[key], str):
+            raise RunDirError(f"{SUMMARY}: {key} must be a string, got {summary[key]!r}")
+    for key in ("seed", "samples", "sim_calls", *(("iterations",) * ("iterations" in summary))):
+        if type(summary[key]) is not int:
+            raise RunDirError(f"{SUMMARY}: {key} must be an integer, got {summary[key]!r}")
+    for key in ("best_step_time", "wall_s", "lower_bound"):
+        if type(summary[key]) not in (int, float):
+            raise RunDirError(f"{SUMMARY}: {key} must be a number, got {summary[key]!r}")
+    if not isinstance(summary["best_valid"], bool):
+        raise RunDirError(f"{SUMMARY}: best_valid must be true or false")
+
+
+def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
+    """`metrics.csv` with its standard columns and as many rows as the summary's
+    iterations (a file cut short is refused, not silently used)."""
+    try:
+        frame = pd.read_csv(io.BytesIO(read_limited(path)))
+    except (OSError, ValueError, pd.errors.ParserError) as e:
+        raise RunDirError(f"unreadable {METRICS} ({_one_line(e)})") from None
+    needed = ("samples", "wall_s", "best_step_time")
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise RunDirError(f"{METRICS} lacks column(s) {', '.join(missing)}")
+    if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in needed):
+        raise RunDirError(f"{METRICS} has non-numeric values in {', '.join(needed)}")
+    expected = summary.get("iterations")
+    if expected is not None and len(frame) != expected:
+        raise RunDirError(
+            f"{METRICS} has {len(frame)} rows but {SUMMARY} says {expected} iterations "
+            "(truncated or from another run)"
+        )
+    return frame
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """Plain YAML data: no aliases (a few lines of nested aliases can expand to
+    gigabytes), and of course no tags that build objects (SafeLoader has none)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise RunDirError(
+                f"line {event.start_mark.line + 1}: YAML aliases are not accepted here "
+                "(eagle-run never writes them)"
+            )
+        return super().compose_node(parent, index)
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's `config.yaml` as plain data; RunDirError naming the file otherwise."""
+    try:
+        doc = yaml.load(read_limited(path), Loader=_PlainLoader)
+    except RunDirError as e:
+        raise RunDirError(f"{CONFIG}: {e}") from None
+    except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
+        raise RunDirError(f"unreadable {CONFIG} ({_one_line(e)})") from None
+    if not isinstance(doc, dict):
+        raise RunDirError(f"{CONFIG} must hold a mapping, not {type(doc).__name__}")
+    return doc
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200] or type(e).__name__

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import math
 import os
 import signal
@@ -37,6 +38,7 @@ from eagle.errors import RunError
 from eagle.placer import Evaluation, Placer
 from eagle.problem import Problem
 from simulator import simulate_batch
+from simulator.files import write_atomic
 from simulator.graph import IntArray
 
 METRIC_COLUMNS = (
@@ -197,26 +199,39 @@ def save_checkpoint(
         "placer": placer.state_dict(),
         "evaluator": evaluator.state_dict(),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(doc, tmp)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(doc, buffer)
+    write_atomic(path, buffer.getvalue())
 
 
 def load_checkpoint(
     path: Path, placer: Placer, evaluator: Evaluator, meta: dict[str, Any]
 ) -> SearchState:
-    doc = torch.load(path, weights_only=True)
+    """Resume from `path`: refused (RunError naming it) when it is unreadable, not a
+    checkpoint, or the checkpoint of another run (`meta` differs: the graph's, cluster's
+    or cost model's content, the agent's settings, the seed)."""
+    afresh = "delete it or start afresh with resume=false"
+    try:
+        doc = torch.load(path, weights_only=True)  # tensors and plain data only: no code
+    except Exception as e:  # torch raises many kinds for a corrupt or foreign file
+        message = " ".join(str(e).split())[:160]
+        raise RunError(f"{path} is not a readable checkpoint ({message}); {afresh}") from None
+    if not isinstance(doc, dict) or not {"meta", "loop", "placer", "evaluator"} <= doc.keys():
+        raise RunError(f"{path} is not an eagle-run checkpoint; {afresh}")
     if doc["meta"] != meta:
         differ = sorted(k for k in {**meta, **doc["meta"]} if meta.get(k) != doc["meta"].get(k))
         raise RunError(
             f"{path} is the checkpoint of a different run (differs in: {', '.join(differ)}); "
             "use another run dir (hydra.run.dir=...) or start afresh with resume=false"
         )
-    loop = doc["loop"]
-    best = loop.pop("best_placement")
-    state = SearchState(**loop, best_placement=None if best is None else best.numpy())
-    placer.load_state_dict(doc["placer"])
-    evaluator.load_state_dict(doc["evaluator"])
+    try:
+        loop = dict(doc["loop"])
+        best = loop.pop("best_placement")
+        state = SearchState(**loop, best_placement=None if best is None else best.numpy())
+        placer.load_state_dict(doc["placer"])
+        evaluator.load_state_dict(doc["evaluator"])
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise RunError(f"{path} is a damaged checkpoint ({type(e).__name__}); {afresh}") from None
     return state
 
 

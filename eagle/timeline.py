@@ -3,7 +3,9 @@ chart (PNG) and a Chrome trace (gzipped JSON, for https://ui.perfetto.dev), from
 simulator's trace of the run's `placement.json`.
 
 A run dir holds its resolved config, so the graph, cluster and cost model are rebuilt
-exactly as the run had them and re-simulating gives the summary's step time. Ops are
+exactly as the run had them (from the config's plain keys alone, through
+`eagle.problem.problem_from_config`: a run dir never names code to run) and
+re-simulating gives the summary's step time. Ops are
 coloured by their top-level module (the first `MODULE_DEPTH` parts of the module
 path: `encoder.layers`, `decoder.attention`, ...), the largest groups by time getting
 their own colour; copies are drawn on their link's row under the receiving device.
@@ -18,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from eagle import run_dir
-from eagle.app import build
-from simulator import Cluster, CostModel, OpGraph, placement_from_json, simulate
+from eagle.problem import problem_from_config
+from simulator import Cluster, OpGraph, placement_from_json, simulate
 from simulator.graph import IntArray
 from simulator.result import Trace
 
@@ -43,16 +44,18 @@ class BestPlacement:
 
 
 def load(path: Path) -> BestPlacement:
-    """Rebuild a run's problem from its config and simulate its best placement."""
-    cfg = OmegaConf.load(path / run_dir.CONFIG)
-    graph = build(cfg.suite)
-    cluster = build(cfg.cluster)
-    cost_model: CostModel = build(cfg.cost_model, _partial_=True)(cluster)
-    doc = json.loads((path / run_dir.PLACEMENT).read_text(encoding="utf-8"))
-    placement = placement_from_json(doc, graph, cluster)
-    result = simulate(graph, placement, cluster, cost_model, trace=True)
+    """Rebuild a run's problem from its config and simulate its best placement.
+
+    Raises the error of the first thing that is wrong (RunDirError, ConfigError, a
+    SimulatorError or SuiteError), each naming the file or key."""
+    problem = problem_from_config(run_dir.read_config(path / run_dir.CONFIG))
+    doc = run_dir.json_object(path / run_dir.PLACEMENT)
+    placement = placement_from_json(doc, problem.graph, problem.cluster)
+    result = simulate(problem.graph, placement, problem.cluster, problem.cost_model, trace=True)
     assert result.trace is not None
-    return BestPlacement(path.name, graph, cluster, placement, result.trace, result.step_time)
+    return BestPlacement(
+        path.name, problem.graph, problem.cluster, placement, result.trace, result.step_time
+    )
 
 
 def module_group(module: str) -> str:

@@ -31,7 +31,8 @@ def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
     summary = run(cfg("agent=random", "suite=gnmt", "suite.variant=small",
                       "budget.samples=100", "seed=1"), tmp_path)  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["summary.json", "metrics.csv", "placement.json", "config.yaml", "checkpoint.pt"]
+        ["summary.json", "metrics.csv", "placement.json", "config.yaml", "checkpoint.pt",
+         ".lock"]  # fmt: skip
     )
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk == summary
