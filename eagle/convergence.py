@@ -43,8 +43,9 @@ COST_COLUMNS = (
 )
 
 
-def curves(records: list[run_dir.RunRecord]) -> pd.DataFrame:
-    """Every finished run's metrics rows, tagged with its suite, cluster, placer, seed."""
+def curves(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = None) -> pd.DataFrame:
+    """Every finished run's metrics rows, tagged with its suite, cluster, placer (as
+    `labels` names it: `eagle.report.placer_labels`), seed."""
     frames = []
     for record in records:
         summary, metrics = record.summary, record.metrics  # checked by run_dir.scan
@@ -57,7 +58,7 @@ def curves(records: list[run_dir.RunRecord]) -> pd.DataFrame:
         metrics = metrics.assign(
             suite=summary["suite"],
             cluster=summary["cluster"],
-            placer=summary["agent"],
+            placer=(labels or {}).get(record.path, summary["agent"]),
             seed=summary["seed"],
             # a placer that stopped by itself (not by the budget) placed once: a line
             one_shot=summary.get("stopped_by") == "placer",

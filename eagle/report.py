@@ -16,16 +16,20 @@ suite x cluster x placer. Computing the table is kept apart from formatting it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 import suites
 from eagle import convergence, run_dir, timeline
+from eagle.errors import EagleError
+from simulator import SimulatorError
 
 # Columns in this order; placers not listed follow alphabetically.
 PLACER_ORDER = (
@@ -54,13 +58,74 @@ TABLE_COLUMNS = (
 )
 
 
+def setting(record: run_dir.RunRecord) -> dict[str, str]:
+    """What must agree for runs to be averaged into one cell, apart from the seed: the
+    agent's settings and the budget (from `config.yaml`), and the content of the graph,
+    cluster and cost model (the summary's `fingerprint`), flattened to `key: value`."""
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), value)
+        else:
+            flat[prefix] = json.dumps(node, sort_keys=True, default=str)
+
+    config = record.config or {}
+    walk("agent", config.get("agent"))
+    walk("budget", config.get("budget"))
+    fingerprint = (record.summary or {}).get("fingerprint")
+    if isinstance(fingerprint, dict):
+        walk("", {f"{k} content": v for k, v in fingerprint.items()})
+    return flat
+
+
+def placer_labels(records: list[run_dir.RunRecord]) -> tuple[dict[Path, str], list[str]]:
+    """Each finished run's placer as the table names it, and a warning for each cell
+    whose runs differ in more than the seed: those get one row per setting, the placer
+    named with the keys that differ (`random [budget.samples=2000]`), never one mean."""
+    cells: dict[tuple[str, str, str], list[run_dir.RunRecord]] = {}
+    for r in records:
+        if (s := r.summary) is not None:
+            cells.setdefault((s["suite"], s["cluster"], s["agent"]), []).append(r)
+    labels: dict[Path, str] = {}
+    warnings: list[str] = []
+    for (suite, cluster, agent), runs in cells.items():
+        settings = [setting(r) for r in runs]
+        keys = sorted({k for st in settings for k in st})
+        differ = [k for k in keys if len({st.get(k) for st in settings}) > 1]
+        for r, st in zip(runs, settings, strict=True):
+            shown = ", ".join(f"{k}={_short(st.get(k))}" for k in differ)
+            labels[r.path] = f"{agent} [{shown}]" if differ else agent
+        if differ:
+            warnings.append(
+                f"{suite}/{cluster}/{agent}: runs differ in {', '.join(differ)}, not only "
+                "the seed; shown as separate rows"
+            )
+    return labels, warnings
+
+
+def _short(value: str | None) -> str:
+    """A setting's value as a label shows it: unquoted, long hashes cut."""
+    if value is None:
+        return "unset"
+    text = value.strip('"')
+    return text[:8] if len(text) == 16 and all(c in "0123456789abcdef" for c in text) else text
+
+
+def base_placer(label: str) -> str:
+    """`random [budget.samples=2000]` -> `random`."""
+    return label.split(" [", 1)[0]
+
+
 def runs_frame(records: list[run_dir.RunRecord]) -> pd.DataFrame:
     """One row per finished run."""
+    labels, _ = placer_labels(records)
     rows = [
         {
             "suite": s["suite"],
             "cluster": s["cluster"],
-            "placer": s["agent"],
+            "placer": labels[r.path],
             "seed": s["seed"],
             "best_step_time": s["best_step_time"],
             "best_valid": bool(s["best_valid"]),
@@ -146,6 +211,7 @@ def has_placement(path: Path) -> bool:
 
 
 def placer_rank(placer: str) -> int:
+    placer = base_placer(placer)
     return PLACER_ORDER.index(placer) if placer in PLACER_ORDER else len(PLACER_ORDER)
 
 
@@ -252,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"not a directory: {', '.join(map(str, missing))}")
     records, warnings = run_dir.scan(args.dirs)
-    for warning in warnings:
+    labels, split = placer_labels(records)
+    for warning in [*warnings, *split]:
         print(f"warning: {warning}", file=sys.stderr)
     frame = table(records)
     if frame.empty:
@@ -260,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    runs = convergence.curves(records)
+    runs = convergence.curves(records, labels)
     runs = runs.iloc[np.lexsort((runs.placer.map(placer_rank), runs.suite.map(suite_rank)))]
     cost = convergence.search_cost(runs)
     cost = cost.iloc[np.lexsort((cost.placer.map(placer_rank), cost.suite.map(suite_rank)))]
@@ -277,7 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     for record in records:  # the searches' best placements, device by device
         s = record.summary
         if s is not None and s.get("stopped_by") != "placer" and has_placement(record.path):
-            written += timeline.write(timeline.load(record.path), out / "timelines")
+            try:
+                best = timeline.load(record.path)
+            except (EagleError, SimulatorError, suites.SuiteError, run_dir.RunDirError) as e:
+                print(f"warning: {record.path}: no timeline: {e}", file=sys.stderr)
+                continue
+            written += timeline.write(best, out / "timelines")
     print(text)
     print("written: " + ", ".join(str(p) for p in written))
     return 0

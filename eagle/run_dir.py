@@ -197,14 +197,14 @@ def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise RunDirError(f"{METRICS} lacks column(s) {', '.join(missing)}")
-    if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in needed):
-        raise RunDirError(f"{METRICS} has non-numeric values in {', '.join(needed)}")
     expected = summary.get("iterations")
     if expected is not None and len(frame) != expected:
         raise RunDirError(
             f"{METRICS} has {len(frame)} rows but {SUMMARY} says {expected} iterations "
             "(truncated or from another run)"
         )
+    if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in needed):
+        raise RunDirError(f"{METRICS} has non-numeric values in {', '.join(needed)}")
     return frame
 
 
