@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from eagle.errors import RunError
-from simulator.files import read_limited, write_atomic
+from simulator.files import parse_json, read_limited, write_atomic
 
 SUMMARY = "summary.json"
 METRICS = "metrics.csv"
@@ -155,8 +155,8 @@ def _read_run(path: Path) -> RunRecord:
 def json_object(path: Path) -> dict[str, Any]:
     """The JSON object in `path` (size-capped); RunDirError naming the file otherwise."""
     try:
-        doc = json.loads(read_limited(path))
-    except (OSError, ValueError, RecursionError) as e:
+        doc = parse_json(read_limited(path))
+    except (OSError, ValueError) as e:
         raise RunDirError(f"unreadable {path.name} ({_one_line(e)})") from None
     if not isinstance(doc, dict):
         raise RunDirError(f"{path.name} must hold a JSON object, not {type(doc).__name__}")

@@ -47,6 +47,7 @@ is left out).
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import platform
 import sys
@@ -64,6 +65,7 @@ from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
 from eagle.problem import Problem
 from simulator import Cluster, CostModel, SimulatorError, placement_from_json
 from simulator.executor import Program
+from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray
 from simulator.placement import dealt_in_chunks, moved_off_one_device
 from simulator.validation import (
@@ -161,7 +163,7 @@ def candidates(
     if metis is not None:
         add("metis", metis[-1])
     for path in files:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = parse_json(read_limited(path))
         add(f"file:{path}", placement_from_json(doc, g, cluster))
     # from one hand-off to one every other op (`eagle-profile` calibrates on others)
     chunk = max(1, g.num_ops // 2)
@@ -263,7 +265,9 @@ def pool(args: dict[str, str]) -> PooledReports:
     runs: list[tuple[str, dict[tuple[str, bytes], float]]] = []
     for summary_path in sorted(Path(args["pool"]).glob("*/summary.json")):
         folder = summary_path.parent
-        about = json.loads(summary_path.read_text(encoding="utf-8"))
+        about = parse_json(read_limited(summary_path))
+        if not isinstance(about, dict):
+            raise ValidateError(f"{summary_path} must hold a JSON object")
         if (about.get("suite"), about.get("variant"), about.get("cluster")) != (
             name, variant, cluster.name,
         ):  # fmt: skip
@@ -272,9 +276,13 @@ def pool(args: dict[str, str]) -> PooledReports:
             raise ValidateError(
                 f"{folder} has no {PLACEMENTS_FILE}; re-run eagle-validate to write one"
             )
-        with gzip.open(folder / PLACEMENTS_FILE, "rt", encoding="utf-8") as f:
-            placements = json.load(f)
-        measured = pd.read_csv(folder / "points.csv").set_index("label").measured
+        placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
+        if not isinstance(placements, dict):
+            raise ValidateError(f"{folder / PLACEMENTS_FILE} must map labels to placements")
+        points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
+        if not {"label", "measured"} <= set(points.columns):
+            raise ValidateError(f"{folder / 'points.csv'} lacks the label or measured column")
+        measured = points.set_index("label").measured
         missing = [str(label) for label in measured.index if label not in placements]
         if missing:
             raise ValidateError(

@@ -20,6 +20,7 @@ from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.engine import simulate
 from simulator.errors import PlacementError, SimulatorError
+from simulator.files import InputTooLarge, parse_json, read_limited
 from simulator.graph import IntArray, OpGraph
 from simulator.placement import placement_from_json
 from simulator.result import SimResult, write_chrome_trace
@@ -49,11 +50,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read_placement(path: str, graph: OpGraph, cluster: Cluster) -> IntArray:
+    """Read like a graph file (size cap, nesting and number checks): it is data too."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = parse_json(read_limited(Path(path)))
     except FileNotFoundError:
         raise PlacementError(f"placement file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except InputTooLarge as e:  # names the path, the limit and how to raise it
+        raise PlacementError(str(e)) from None
+    except ValueError as e:  # JSON, UTF-8, nesting, integer length
         raise PlacementError(f"{path}: not valid JSON ({e})") from None
     except OSError as e:
         raise PlacementError(f"cannot read placement file {path}: {e.strerror or e}") from None
@@ -94,29 +98,37 @@ def _summary(
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        graph = OpGraph.load(args.graph)
-        cluster = Cluster.load(args.cluster)
-        cost = CostModel.default(cluster)
-        if args.device is not None:
-            place = np.full(graph.num_ops, cluster.index(args.device), dtype=np.int64)
-        else:
-            place = _read_placement(args.placement, graph, cluster)
-        result = simulate(graph, place, cluster, cost, trace=args.trace is not None)
-        if args.trace is not None:
-            assert result.trace is not None
-            try:
-                write_chrome_trace(args.trace, result.trace.to_chrome(graph, cluster, place))
-            except OSError as e:
-                raise SimulatorError(f"cannot write trace {args.trace}: {e.strerror}") from None
+        return _run(args)
     except SimulatorError as e:
-        print(f"eagle-sim: error: {e}", file=sys.stderr)
+        # One line, whatever the message holds (a path or an OS message with a newline).
+        print(f"eagle-sim: error: {' '.join(str(e).splitlines())}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Everything after argument parsing, so any SimulatorError on the way (printing the
+    summary prices the lower bound too) ends as main's one line."""
+    graph = OpGraph.load(args.graph)
+    cluster = Cluster.load(args.cluster)
+    cost = CostModel.default(cluster)
+    if args.device is not None:
+        place = np.full(graph.num_ops, cluster.index(args.device), dtype=np.int64)
+    else:
+        place = _read_placement(args.placement, graph, cluster)
+    result = simulate(graph, place, cluster, cost, trace=args.trace is not None)
+    if args.trace is not None:
+        assert result.trace is not None
+        try:
+            write_chrome_trace(args.trace, result.trace.to_chrome(graph, cluster, place))
+        except OSError as e:
+            raise SimulatorError(f"cannot write trace {args.trace}: {e.strerror}") from None
     if args.json:
         doc = result.to_dict(cluster)
         doc["lower_bound"] = bound_terms(graph, cluster, cost).value
-        print(json.dumps(doc, indent=2))
+        text = json.dumps(doc, indent=2)
     else:
-        print(_summary(graph, cluster, cost, result, place))
+        text = _summary(graph, cluster, cost, result, place)
+    print(text)
     if args.trace is not None:
         print(
             f"trace written to {args.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr

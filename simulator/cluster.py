@@ -18,6 +18,9 @@ Defaults: the device is alone on its host, contention 0, no wake-up cost: DESIGN
 independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
+Cluster files are data from other people: read with a size cap, and YAML aliases are
+refused (a dozen nested ones expand to gigabytes: the "billion laughs"); no cluster
+needs them.
 """
 
 from __future__ import annotations
@@ -37,11 +40,33 @@ import yaml
 
 from simulator.devices import Roofline
 from simulator.errors import ClusterError
-from simulator.graph import BoolArray, FloatArray, IntArray
+from simulator.files import InputTooLarge, read_limited
+from simulator.graph import BoolArray, FloatArray, IntArray, short_repr
+
+
+class _Refused(yaml.YAMLError):
+    """A cluster file uses something the loader refuses; `line` is 1-based."""
+
+    def __init__(self, message: str, mark: Any) -> None:  # a yaml Mark (either kind) or None
+        super().__init__(message)
+        self.message = message
+        self.line = mark.line + 1 if mark is not None else 0
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `16e9` as a float (YAML 1.1 wants `16.0e+9`)."""
+    """SafeLoader that also reads `16e9` as a float (YAML 1.1 wants `16.0e+9`), and
+    refuses aliases before any is expanded (the billion-laughs bomb: a 13-line file of
+    nested aliases took a minute and gigabytes)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event: yaml.AliasEvent = self.current_event  # what check_event just peeked at
+            raise _Refused(
+                f"YAML alias *{event.anchor} is not allowed in a cluster file (nested aliases "
+                "can expand to gigabytes); write the value out in full",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 _Loader.add_implicit_resolver(
@@ -54,14 +79,35 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _too_long(node: yaml.ScalarNode) -> _Refused:
+    """Python refuses to convert an integer of more than 4300 digits (a ValueError that
+    would end a command in a traceback); no number here needs more than a float's 309."""
+    return _Refused(
+        f"an integer of {len(str(node.value))} digits is too long to read; every number "
+        "must fit a float (below ~1.8e308)",
+        node.start_mark,
+    )
+
+
 def _float_or_int(loader: _Loader, node: yaml.ScalarNode) -> float | int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     if re.fullmatch(r"[-+]?[0-9]+", text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:
+            raise _too_long(node) from None
     return float(loader.construct_yaml_float(node))
 
 
+def _int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        raise _too_long(node) from None
+
+
 _Loader.add_constructor("tag:yaml.org,2002:float", _float_or_int)
+_Loader.add_constructor("tag:yaml.org,2002:int", _int)
 
 
 @dataclass(frozen=True)
@@ -102,8 +148,10 @@ class Cluster:
         if Path(text).is_file():
             source = text
             try:
-                raw = Path(text).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
+                raw = read_limited(Path(text)).decode("utf-8")
+            except InputTooLarge as e:  # names the path, the limit and how to raise it
+                raise ClusterError(str(e)) from None
+            except (OSError, ValueError) as e:  # ValueError: bad UTF-8 or gzip stream
                 raise ClusterError(f"cannot read cluster file {text}: {e}") from None
         elif text in cls.builtin_names():
             source = f"builtin:{text}"
@@ -117,6 +165,13 @@ class Cluster:
             )
         try:
             doc = yaml.load(raw, Loader=_Loader)
+        except _Refused as e:
+            raise ClusterError(f"{source}, line {e.line}: {e.message}") from None
+        except RecursionError:
+            raise ClusterError(
+                f"{source}: YAML nested too deeply to read (over ~1000 levels; a cluster file "
+                "needs only a few)"
+            ) from None
         except yaml.YAMLError as e:
             # One line: PyYAML's message spans several (CLI errors are one line).
             raise ClusterError(f"{source}: not valid YAML ({' '.join(str(e).split())})") from None
@@ -135,11 +190,19 @@ class Cluster:
         raw_types = doc.get("device_types") or {}
         if not isinstance(raw_types, Mapping):
             raise ClusterError("'device_types' must map a type name to roofline constants")
-        types = {str(k): Roofline.from_dict(str(k), v) for k, v in raw_types.items()}
+        types: dict[str, Roofline] = {}
+        for key, value in raw_types.items():
+            name = _name(key, "'device_types' key")
+            try:
+                types[name] = Roofline.from_dict(name, value)
+            except OverflowError:  # float() of an int beyond a float's range
+                raise ClusterError(
+                    f"device type {name!r}: a number is too large for a float (below ~1.8e308)"
+                ) from None
         for array in (latency, bandwidth, by_sender):
             array.setflags(write=False)
         return cls(
-            name=str(doc.get("name", "cluster")),
+            name=_name(doc.get("name", "cluster"), "cluster 'name'"),
             devices=devices,
             latency=latency,
             bandwidth=bandwidth,
@@ -230,29 +293,45 @@ class Cluster:
         return float(self.latency[src, dst] + nbytes / self.bandwidth[src, dst])
 
 
+def _name(value: Any, what: str) -> str:
+    """A name (of a device, type, host, link end or the cluster) as text. YAML reads
+    `name: 0` as a number, kept as its text as always; a list, mapping or null is refused
+    rather than turned into "['a']" (and an unhashable one would crash a lookup)."""
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ClusterError(f"{what} must be a single name written as a string, got {short_repr(value)}")
+
+
+def _finite(value: Any) -> bool:
+    """A number (not a bool) that fits a float and is finite; an int too large for a
+    float is not (math.isfinite would raise OverflowError on it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _positive(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ClusterError(f"{what} must be a number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ClusterError(f"{what} must be positive, got {value!r}")
+        raise ClusterError(f"{what} must be a number, got {short_repr(value)}")
+    if not (_finite(value) and value > 0):
+        huge = "; numbers must be finite, below ~1.8e308" if value > 0 else ""
+        raise ClusterError(f"{what} must be positive, got {short_repr(value)}{huge}")
     return float(value)
 
 
 def _non_negative(value: Any) -> bool:
     """A finite number >= 0 (not a bool)."""
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    return _finite(value) and value >= 0
 
 
 def _fraction(value: Any, name: str, key: str, doing: str) -> float:
     if not _non_negative(value):
         raise ClusterError(
             f"device {name!r} {key} must be a non-negative fraction (0.1: its ops run 10% "
-            f"longer per other device of its host {doing}), got {value!r}"
+            f"longer per other device of its host {doing}), got {short_repr(value)}"
         )
     return float(value)
 
@@ -263,7 +342,9 @@ def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     for key in ("wake_cost", "wake_after"):
         value = d.get(key, 0.0)
         if not _non_negative(value):
-            raise ClusterError(f"device {name!r} {key} must be non-negative seconds, got {value!r}")
+            raise ClusterError(
+                f"device {name!r} {key} must be non-negative seconds, got {short_repr(value)}"
+            )
         values.append(float(value))
     if values[0] > 0 and values[1] == 0:
         raise ClusterError(
@@ -280,7 +361,7 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
     for i, d in enumerate(raw):
         if not isinstance(d, Mapping) or not {"name", "type", "memory"} <= d.keys():
             raise ClusterError(f"devices[{i}] must have 'name', 'type' and 'memory'")
-        name = str(d["name"])
+        name = _name(d["name"], f"devices[{i}]: 'name'")
         if any(x.name == name for x in devices):
             raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
         memory = _positive(d["memory"], f"device {name!r} memory")
@@ -288,10 +369,11 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         waiting = d.get("contention_waiting")
         if waiting is not None:
             waiting = _fraction(waiting, name, "contention_waiting", "waiting for an input")
-        host = str(d.get("host") or "")
+        host = _name(d.get("host") or "", f"device {name!r}: 'host'")
+        dev_type = _name(d["type"], f"device {name!r}: 'type'")
         wake_cost, wake_after = _wake(d, name)
         devices.append(
-            Device(name, str(d["type"]), memory, host, contention, waiting, wake_cost, wake_after)
+            Device(name, dev_type, memory, host, contention, waiting, wake_cost, wake_after)
         )
     return tuple(devices)
 
@@ -310,14 +392,12 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
             raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
         sender = link.get("by_sender", False)
         if not isinstance(sender, bool):
-            raise ClusterError(f"{what} by_sender must be true or false, got {sender!r}")
+            raise ClusterError(f"{what} by_sender must be true or false, got {short_repr(sender)}")
         lat = link["latency"]
-        if (
-            isinstance(lat, bool)
-            or not isinstance(lat, int | float)
-            or not (math.isfinite(lat) and lat >= 0)
-        ):
-            raise ClusterError(f"{what} latency must be a non-negative number, got {lat!r}")
+        if not _non_negative(lat):
+            raise ClusterError(
+                f"{what} latency must be a non-negative number, got {short_repr(lat)}"
+            )
         return float(lat), _positive(link["bandwidth"], f"{what} bandwidth"), sender
 
     if raw.get("default") is not None:
@@ -326,18 +406,20 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
     for k, pair in enumerate(raw.get("pairs") or []):
         if not isinstance(pair, Mapping) or not {"src", "dst"} <= pair.keys():
             raise ClusterError(f"links.pairs[{k}] must have 'src' and 'dst' device names")
-        for end in (pair["src"], pair["dst"]):
+        link = f"link {short_repr(pair['src'])} -> {short_repr(pair['dst'])}"
+        src, dst = (
+            _name(pair[key], f"{link} (links.pairs[{k}]): {key!r}") for key in ("src", "dst")
+        )
+        for end in (src, dst):
             if end not in index:
                 raise ClusterError(
-                    f"link {pair['src']!r} -> {pair['dst']!r} names unknown device {end!r}; "
+                    f"link {src!r} -> {dst!r} names unknown device {end!r}; "
                     f"devices: {', '.join(index)}"
                 )
-        s, d = index[pair["src"]], index[pair["dst"]]
+        s, d = index[src], index[dst]
         if s == d:
-            raise ClusterError(f"link {pair['src']!r} -> {pair['dst']!r} joins a device to itself")
-        latency[s, d], bandwidth[s, d], by_sender[s, d] = parse(
-            pair, f"link {pair['src']!r} -> {pair['dst']!r}"
-        )
+            raise ClusterError(f"link {src!r} -> {dst!r} joins a device to itself")
+        latency[s, d], bandwidth[s, d], by_sender[s, d] = parse(pair, f"link {src!r} -> {dst!r}")
     np.fill_diagonal(latency, 0.0)
     np.fill_diagonal(bandwidth, np.inf)
     np.fill_diagonal(by_sender, False)

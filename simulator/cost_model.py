@@ -7,6 +7,12 @@ Precedence per op and device type (DESIGN.md, "Cost model"):
    `eagle-profile` has calibrated the type, datasheet values until then. An op with
    neither FLOPs nor bytes (a parameter or input placeholder) launches no kernel: 0 s.
 Copies follow the alpha-beta model of the cluster's links: `latency + bytes / bandwidth`.
+
+A device type needs a roofline only if some op lacks the first two: a cluster of a new
+type whose ops all carry their own `time` for it is priced exactly, and an op that cannot
+be priced is refused by name when a graph is priced, not when the model is built.
+Numbers so large that a step's total time would overflow a float are refused too, naming
+the op or edge, rather than simulated into an infinite step time.
 """
 
 from __future__ import annotations
@@ -56,13 +62,6 @@ class CostModel:
         self.measured = {k: dict(v) for k, v in (measured or {}).items()}
         # seconds a device type's executor adds to each kernel beyond its isolated time
         self.op_overhead = dict(op_overhead or {})
-        for i, device in enumerate(cluster.devices):
-            if device.type not in self.rooflines and device.type not in self.measured:
-                raise CostModelError(
-                    f"device {device.name!r} (index {i}) has type {device.type!r}, which has "
-                    f"no roofline; known types: {', '.join(sorted(self.rooflines))}. Add a "
-                    "'device_types:' entry to the cluster YAML or profile it with eagle-profile."
-                )
         self.link_latency: FloatArray = cluster.latency
         self.link_bandwidth: FloatArray = cluster.bandwidth
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
@@ -100,8 +99,10 @@ class CostModel:
         for device in self.cluster.devices:
             if device.type in self.measured:
                 out[device.type] = self.sources.get(device.type, "measured profile")
-            else:
+            elif device.type in self.rooflines:
                 out[device.type] = self.rooflines[device.type].source
+            else:  # priced at all only if every op has its own time (_type_column)
+                out[device.type] = "op times given in the graph"
         return out
 
     def op_times(self, graph: OpGraph, cluster: Cluster | None = None) -> FloatArray:
@@ -115,6 +116,7 @@ class CostModel:
             t: self._type_column(graph, t)[0] for t in {d.type for d in self.cluster.devices}
         }
         times = np.stack([by_type[d.type] for d in self.cluster.devices], axis=1)
+        self._check_finite(graph, times)
         times.setflags(write=False)
         self._cache[graph] = times
         return times
@@ -142,6 +144,52 @@ class CostModel:
             return 0.0
         return float(self.link_latency[src, dst] + nbytes / self.link_bandwidth[src, dst])
 
+    def _check_finite(self, graph: OpGraph, times: FloatArray) -> None:
+        """Refuse times whose step could overflow a float, naming the op or edge.
+
+        The step time of any placement is at most every op at its slowest device plus
+        every edge copied over the slowest link, one after another (contention and
+        wake-up costs aside). If that sum is finite, so is the simulated step; if not, a
+        number in the graph (FLOPs, bytes, a `time`) is far beyond any real step, and the
+        simulator would report an infinite or NaN step time instead of an error.
+        """
+        worst_op = times.max(axis=1)
+        bad = np.flatnonzero(~np.isfinite(worst_op))
+        if len(bad):
+            i = int(bad[0])
+            d = int(np.flatnonzero(~np.isfinite(times[i]))[0])
+            device = self.cluster.devices[d]
+            raise CostModelError(
+                f"op {graph.names[i]!r} takes {times[i, d]} s on device {device.name!r} (type "
+                f"{device.type!r}): its flops, bytes or time overflow a float; fix the op's "
+                "numbers in the graph"
+            )
+        worst_copy = np.zeros(graph.num_edges)
+        if self.cluster.num_devices > 1 and graph.num_edges:
+            off = ~np.eye(self.cluster.num_devices, dtype=bool)
+            with np.errstate(over="ignore"):
+                worst_copy = self.link_latency[off].max() + graph.edge_bytes / (
+                    self.link_bandwidth[off].min()
+                )
+        with np.errstate(over="ignore"):
+            total = worst_op.sum() + worst_copy.sum()
+        if np.isfinite(total):
+            return
+        i = int(np.argmax(worst_op))
+        if not len(worst_copy) or worst_op[i] >= worst_copy.max():
+            raise CostModelError(
+                f"op {graph.names[i]!r} takes up to {worst_op[i]:.3g} s: with the other ops "
+                "and copies a step's time overflows a float; fix the op's flops, bytes or "
+                "time in the graph"
+            )
+        k = int(np.argmax(worst_copy))
+        src, dst = graph.names[graph.edge_src[k]], graph.names[graph.edge_dst[k]]
+        raise CostModelError(
+            f"edge {src!r} -> {dst!r} copies {graph.edge_bytes[k]:.3g} bytes, up to "
+            f"{worst_copy[k]:.3g} s: with the ops and other copies a step's time overflows "
+            "a float; fix the edge's bytes in the graph"
+        )
+
     def _type_column(self, graph: OpGraph, device_type: str) -> tuple[FloatArray, PricedBy]:
         n = graph.num_ops
         column = np.full(n, np.nan)
@@ -160,24 +208,37 @@ class CostModel:
         if todo.any():
             roof = self.rooflines.get(device_type)
             if roof is None:
-                i = int(np.flatnonzero(todo)[0])
-                raise CostModelError(
-                    f"op {graph.names[i]!r} has no time for device type {device_type!r}: "
-                    "its profile lacks the op's signature and the type has no roofline"
-                )
+                raise self._unpriced(graph, int(np.flatnonzero(todo)[0]), device_type)
             eff_by_class = np.array([roof.efficiency[c] for c in OP_CLASSES])
             class_of_type = np.array([OP_CLASSES.index(op_class(t)) for t in graph.type_vocab])
             eff = eff_by_class[class_of_type[graph.type_ids]]
-            compute = graph.flops / (roof.peak_flops * eff)
-            memory = graph.bytes / (roof.mem_bandwidth * roof.mem_efficiency)
-            # An op that reads and writes nothing (a parameter or input placeholder)
-            # launches no kernel and costs nothing.
-            launches = (graph.flops > 0) | (graph.bytes > 0)
-            # a profile's measured times already hold the step overhead (Profile.measured)
-            start = roof.launch_overhead + self.op_overhead.get(device_type, 0.0)
-            roofline = np.where(launches, start, 0.0) + np.maximum(compute, memory)
+            with np.errstate(over="ignore"):  # an infinite time is refused by op_times
+                compute = graph.flops / (roof.peak_flops * eff)
+                memory = graph.bytes / (roof.mem_bandwidth * roof.mem_efficiency)
+                # An op that reads and writes nothing (a parameter or input placeholder)
+                # launches no kernel and costs nothing.
+                launches = (graph.flops > 0) | (graph.bytes > 0)
+                # a profile's measured times already hold the step overhead (Profile.measured)
+                start = roof.launch_overhead + self.op_overhead.get(device_type, 0.0)
+                roofline = np.where(launches, start, 0.0) + np.maximum(compute, memory)
             column[todo] = roofline[todo]
         return column, PricedBy(n_override, n_measured, int(np.count_nonzero(todo)))
+
+    def _unpriced(self, graph: OpGraph, i: int, device_type: str) -> CostModelError:
+        """The error for op `i`, which has no price on `device_type`: no `time` of its own,
+        no profiled signature, and the type has no roofline."""
+        d, device = next(
+            (d, x) for d, x in enumerate(self.cluster.devices) if x.type == device_type
+        )
+        profiled = " nor a profiled signature" if device_type in self.measured else ""
+        known = ", ".join(sorted(set(self.rooflines) | set(self.measured)))
+        return CostModelError(
+            f"op {graph.names[i]!r} has no time for device type {device_type!r}: device "
+            f"{device.name!r} (index {d}) has type {device_type!r}, which has no roofline, and "
+            f"the op has no 'time' for it{profiled}; give the op a 'time' for "
+            f"{device_type!r} in the graph, add a 'device_types:' entry for it to the cluster "
+            f"YAML, or profile it with eagle-profile (known types: {known})"
+        )
 
 
 _PROFILES: dict[tuple[Path, float], Profile] = {}

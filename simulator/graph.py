@@ -12,7 +12,6 @@ import gzip
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simulator.errors import GraphError
+from simulator.files import InputTooLarge, parse_json, read_limited, write_atomic
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -90,15 +90,20 @@ class OpGraph:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> OpGraph:
-        """Read an `eagle-graph/1` file (`.json` or `.json.gz`)."""
+        """Read an `eagle-graph/1` file (`.json` or `.json.gz`).
+
+        Graph files come from other people: read with a size cap (`files.read_limited`,
+        so a gzip bomb is refused, not unpacked into memory) and parsed so that deep
+        nesting or absurd numbers end in one GraphError line naming the file.
+        """
         path = Path(path)
         try:
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                doc = json.load(f)
+            doc = parse_json(read_limited(path))
         except FileNotFoundError:
             raise GraphError(f"graph file not found: {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as e:
+        except InputTooLarge as e:  # names the path, the limit and how to raise it
+            raise GraphError(str(e)) from None
+        except ValueError as e:  # JSON, UTF-8, gzip stream, nesting, integer length
             raise GraphError(f"{path}: not a readable eagle-graph/1 JSON file ({e})") from None
         except OSError as e:
             raise GraphError(f"cannot read graph file {path}: {e.strerror or e}") from None
@@ -126,6 +131,9 @@ class OpGraph:
         meta = doc.get("meta", {})
         if not isinstance(meta, Mapping):
             raise GraphError('"meta" must be an object')
+        name = doc.get("name", "graph")
+        if not isinstance(name, str):
+            raise GraphError(f'"name" must be a string (the graph\'s name), got {short_repr(name)}')
 
         names = _check_ops(ops)
         index = {n: i for i, n in enumerate(names)}
@@ -150,7 +158,7 @@ class OpGraph:
         in_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=in_ptr[1:])
         return cls(
-            name=str(doc.get("name", "graph")),
+            name=name,
             meta=MappingProxyType(dict(meta)),
             names=tuple(names),
             type_vocab=type_vocab,
@@ -249,21 +257,14 @@ class OpGraph:
         """Write the graph as `eagle-graph/1` JSON (gzipped if the name ends in `.gz`).
 
         Written to a temporary file and renamed, so a killed writer never leaves a
-        truncated graph behind.
+        truncated graph behind; the file gets the user's umask (a graph is shared).
         """
         path = Path(path)
         data = json.dumps(self.to_dict(), separators=(",", ":")).encode()
         if path.suffix == ".gz":
             data = gzip.compress(data, compresslevel=6, mtime=0)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data)  # created with the user's umask, like their other files
 
     def to_networkx(self) -> nx.DiGraph:
         """A networkx view: node = op name with all per-op fields, edge attr `bytes`."""
@@ -283,6 +284,24 @@ class OpGraph:
 def _number(x: float) -> int | float:
     x = float(x)
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
+def short_repr(value: Any) -> str:
+    """`repr(value)`, cut short: a bad value in a message may be a huge list or number."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def _amount(value: Any) -> bool:
+    """A finite number >= 0 that fits a float (not a bool): a count of FLOPs, bytes or
+    seconds. An int beyond a float's range is refused here (numpy would raise
+    OverflowError), as is an inf or NaN."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # math.isfinite of an int too large for a float
+        return False
 
 
 def _vocab(values: Any) -> tuple[tuple[str, ...], IntArray]:
@@ -314,7 +333,10 @@ def _ops_are_valid(ops: Sequence[Any]) -> bool:
     for key in ("module", "signature", "colocation"):
         if not {type(op.get(key)) for op in ops} <= _STR_OR_NULL:
             return False
-    return {op.get("phase", "forward") for op in ops} <= set(PHASES)
+    try:
+        return {op.get("phase", "forward") for op in ops} <= set(PHASES)
+    except TypeError:  # an unhashable phase (a list or object); the slow path names it
+        return False
 
 
 def _check_ops(ops: Sequence[Any]) -> list[str]:
@@ -337,18 +359,20 @@ def _check_ops(ops: Sequence[Any]) -> list[str]:
             )
         name, typ = op["name"], op["type"]
         if not isinstance(name, str) or not name:
-            raise GraphError(f"{label}: 'name' must be a non-empty string")
+            raise GraphError(f"{label}: 'name' must be a non-empty string, got {short_repr(name)}")
         if name in seen:
             raise GraphError(f"duplicate op name {name!r} (ops[{i}]); op names must be unique")
         seen.add(name)
         if not isinstance(typ, str) or not typ:
-            raise GraphError(f"{label}: 'type' must be a non-empty string")
+            raise GraphError(f"{label}: 'type' must be a non-empty string, got {short_repr(typ)}")
         for key in ("module", "signature", "colocation"):
             value = op.get(key)
             if value is not None and not isinstance(value, str):
-                raise GraphError(f"{label}: {key!r} must be a string or null, got {value!r}")
+                raise GraphError(
+                    f"{label}: {key!r} must be a string or null, got {short_repr(value)}"
+                )
         if op.get("phase", "forward") not in PHASES:
-            raise GraphError(f"{label}: phase {op.get('phase')!r} is not one of {PHASES}")
+            raise GraphError(f"{label}: phase {short_repr(op.get('phase'))} is not one of {PHASES}")
         names.append(name)
     return names
 
@@ -356,16 +380,18 @@ def _check_ops(ops: Sequence[Any]) -> list[str]:
 def _numeric_column(ops: Sequence[Mapping[str, Any]], names: list[str], key: str) -> FloatArray:
     values = [op.get(key, 0) for op in ops]
     if {type(v) for v in values} <= _NUMBER_TYPES:
-        column = np.asarray(values, dtype=np.float64)
-        bad = np.flatnonzero(~np.isfinite(column) | (column < 0))
-    else:
-        bad = np.array([next(i for i, v in enumerate(values) if type(v) not in _NUMBER_TYPES)])
-    if len(bad):
-        i = int(bad[0])
-        raise GraphError(
-            f"op {names[i]!r}: {key!r} must be a finite non-negative number, got {values[i]!r}"
-        )
-    return column
+        try:
+            column: FloatArray = np.asarray(values, dtype=np.float64)
+        except OverflowError:  # an int beyond a float's range: the walk below names it
+            pass
+        else:
+            if not (~np.isfinite(column) | (column < 0)).any():
+                return column
+    i = next(i for i, v in enumerate(values) if type(v) not in _NUMBER_TYPES or not _amount(v))
+    raise GraphError(
+        f"op {names[i]!r}: {key!r} must be a finite non-negative number (below ~1.8e308), "
+        f"got {short_repr(values[i])}"
+    )
 
 
 def _time_overrides(ops: Sequence[Mapping[str, Any]], names: list[str]) -> dict[str, FloatArray]:
@@ -377,11 +403,15 @@ def _time_overrides(ops: Sequence[Mapping[str, Any]], names: list[str]) -> dict[
         if not isinstance(t, Mapping):
             raise GraphError(f"op {names[i]!r}: 'time' must map device type -> seconds")
         for dev_type, seconds in t.items():
-            ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-            if not ok or not math.isfinite(seconds) or seconds < 0:
+            if not isinstance(dev_type, str):
+                raise GraphError(
+                    f"op {names[i]!r}: 'time' keys must be device type names, "
+                    f"got {short_repr(dev_type)}"
+                )
+            if not _amount(seconds):
                 raise GraphError(
                     f"op {names[i]!r}: time[{dev_type!r}] must be a finite non-negative "
-                    f"number of seconds, got {seconds!r}"
+                    f"number of seconds, got {short_repr(seconds)}"
                 )
             times.setdefault(dev_type, np.full(len(ops), np.nan))[i] = seconds
     return times
@@ -403,7 +433,10 @@ def _edges_if_valid(
     if not {type(b) for b in nbytes} <= _NUMBER_TYPES:
         return None
     src, dst = ends
-    column = np.asarray(nbytes, dtype=np.float64)
+    try:
+        column = np.asarray(nbytes, dtype=np.float64)
+    except OverflowError:  # an int beyond a float's range: the slow path names the edge
+        return None
     if (src < 0).any() or (dst < 0).any() or not np.all(np.isfinite(column) & (column >= 0)):
         return None
     if len(np.unique(src * len(index) + dst)) != len(edges):
@@ -431,15 +464,16 @@ def _check_edges(
             )
         s, d, b = e["src"], e["dst"], e["bytes"]
         for end in (s, d):
-            if not isinstance(end, str) or end not in index:
+            if not isinstance(end, str) or end not in index:  # str first: a list is unhashable
                 raise GraphError(
-                    f"edge {s!r} -> {d!r} names unknown op {end!r}; every endpoint must be "
-                    "an op in 'ops'"
+                    f"edge {short_repr(s)} -> {short_repr(d)} names unknown op "
+                    f"{short_repr(end)}; every endpoint must be the name (a string) of an op "
+                    "in 'ops'"
                 )
-        ok = isinstance(b, int | float) and not isinstance(b, bool)
-        if not ok or not math.isfinite(b) or b < 0:
+        if not _amount(b):
             raise GraphError(
-                f"edge {s!r} -> {d!r}: 'bytes' must be a finite non-negative number, got {b!r}"
+                f"edge {s!r} -> {d!r}: 'bytes' must be a finite non-negative number (below "
+                f"~1.8e308), got {short_repr(b)}"
             )
         pair = (index[s], index[d])
         if pair in seen:

@@ -5,19 +5,22 @@ spread in seconds), copy times by size, metadata (device, host, software version
 date) and the fitted roofline and link constants, as JSON (`eagle-profile/1`, optionally
 gzipped). `complete` is false while `eagle-profile` is still measuring: the cost model
 refuses such a file. Kept free of torch so the cost model loads profiles cheaply.
+Profiles are shared like graphs, so they are read with the same size cap and written
+the same way (`simulator.files`).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import CostModelError
+from simulator.files import InputTooLarge, parse_json, read_limited, write_atomic
+from simulator.graph import short_repr
 
 FORMAT = "eagle-profile/1"
 
@@ -56,23 +59,20 @@ class Profile:
         }
 
     def save(self, path: Path) -> None:
-        """Write atomically (a temporary file renamed), gzipped if the name ends in .gz."""
-        text = json.dumps(self.to_dict(), indent=1)
-        tmp = path.with_name(path.name + ".tmp")
+        """Write atomically (a temporary file unique to this writer, renamed), gzipped if
+        the name ends in .gz; the file gets the user's umask."""
+        data = json.dumps(self.to_dict(), indent=1).encode()
         if path.name.endswith(".gz"):
-            with gzip.open(tmp, "wt", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+            data = gzip.compress(data, compresslevel=9, mtime=0)
+        write_atomic(path, data)
 
     @classmethod
     def load(cls, path: Path, *, allow_incomplete: bool = False) -> Profile:
         try:
-            opener: Any = gzip.open if path.name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError) as e:
+            doc = parse_json(read_limited(path))
+        except InputTooLarge as e:  # names the path, the limit and how to raise it
+            raise CostModelError(str(e)) from None
+        except (OSError, ValueError) as e:  # ValueError: JSON, UTF-8, gzip, nesting, numbers
             raise CostModelError(f"cannot read profile {path}: {e}") from None
         if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
             found = doc.get("format") if isinstance(doc, Mapping) else type(doc).__name__
@@ -80,8 +80,14 @@ class Profile:
                 f"{path} is not a {FORMAT} profile (format: {found!r}); re-measure it with "
                 "eagle-profile"
             )
+        device_type = doc.get("device_type")
+        if not isinstance(device_type, str) or not device_type:
+            raise CostModelError(
+                f"profile {path} has no 'device_type' name (got {short_repr(device_type)}); "
+                "re-measure it with eagle-profile"
+            )
         profile = cls(
-            device_type=str(doc["device_type"]),
+            device_type=device_type,
             meta=dict(doc.get("meta", {})),
             ops=list(doc.get("ops", [])),
             failed=list(doc.get("failed", [])),

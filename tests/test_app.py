@@ -30,10 +30,8 @@ def cfg(*overrides: str):
 def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
     summary = run(cfg("agent=random", "suite=gnmt", "suite.variant=small",
                       "budget.samples=100", "seed=1"), tmp_path)  # fmt: skip
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["summary.json", "metrics.csv", "placement.json", "config.yaml", "checkpoint.pt",
-         ".lock"]  # fmt: skip
-    )
+    names = ["summary.json", "metrics.csv", "placement.json", "config.yaml", "checkpoint.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*names, ".lock"])
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk == summary
     assert set(run_dir.SUMMARY_KEYS) <= set(summary)
