@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from eagle.errors import RunError
-from simulator.files import parse_json, read_limited, write_atomic
+from simulator.files import NoAliasLoader, YamlRefused, parse_json, read_limited, write_atomic
 
 SUMMARY = "summary.json"
 METRICS = "metrics.csv"
@@ -208,26 +208,12 @@ def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-class _PlainLoader(yaml.SafeLoader):
-    """Plain YAML data: no aliases (a few lines of nested aliases can expand to
-    gigabytes), and of course no tags that build objects (SafeLoader has none)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise RunDirError(
-                f"line {event.start_mark.line + 1}: YAML aliases are not accepted here "
-                "(eagle-run never writes them)"
-            )
-        return super().compose_node(parent, index)
-
-
 def read_config(path: Path) -> dict[str, Any]:
     """A run's `config.yaml` as plain data; RunDirError naming the file otherwise."""
     try:
-        doc = yaml.load(read_limited(path), Loader=_PlainLoader)
-    except RunDirError as e:
-        raise RunDirError(f"{CONFIG}: {e}") from None
+        doc = yaml.load(read_limited(path), Loader=NoAliasLoader)
+    except YamlRefused as e:  # an alias: eagle-run never writes them
+        raise RunDirError(f"{CONFIG}, line {e.line}: {e.message}") from None
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
         raise RunDirError(f"unreadable {CONFIG} ({_one_line(e)})") from None
     if not isinstance(doc, dict):

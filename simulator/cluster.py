@@ -40,33 +40,12 @@ import yaml
 
 from simulator.devices import Roofline
 from simulator.errors import ClusterError
-from simulator.files import InputTooLarge, read_limited
+from simulator.files import InputTooLarge, NoAliasLoader, YamlRefused, read_limited
 from simulator.graph import BoolArray, FloatArray, IntArray, short_repr
 
 
-class _Refused(yaml.YAMLError):
-    """A cluster file uses something the loader refuses; `line` is 1-based."""
-
-    def __init__(self, message: str, mark: Any) -> None:  # a yaml Mark (either kind) or None
-        super().__init__(message)
-        self.message = message
-        self.line = mark.line + 1 if mark is not None else 0
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `16e9` as a float (YAML 1.1 wants `16.0e+9`), and
-    refuses aliases before any is expanded (the billion-laughs bomb: a 13-line file of
-    nested aliases took a minute and gigabytes)."""
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event: yaml.AliasEvent = self.current_event  # what check_event just peeked at
-            raise _Refused(
-                f"YAML alias *{event.anchor} is not allowed in a cluster file (nested aliases "
-                "can expand to gigabytes); write the value out in full",
-                event.start_mark,
-            )
-        return super().compose_node(parent, index)
+class _Loader(NoAliasLoader):
+    """NoAliasLoader that also reads `16e9` as a float (YAML 1.1 wants `16.0e+9`)."""
 
 
 _Loader.add_implicit_resolver(
@@ -79,10 +58,10 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _too_long(node: yaml.ScalarNode) -> _Refused:
+def _too_long(node: yaml.ScalarNode) -> YamlRefused:
     """Python refuses to convert an integer of more than 4300 digits (a ValueError that
     would end a command in a traceback); no number here needs more than a float's 309."""
-    return _Refused(
+    return YamlRefused(
         f"an integer of {len(str(node.value))} digits is too long to read; every number "
         "must fit a float (below ~1.8e308)",
         node.start_mark,
@@ -165,7 +144,7 @@ class Cluster:
             )
         try:
             doc = yaml.load(raw, Loader=_Loader)
-        except _Refused as e:
+        except YamlRefused as e:
             raise ClusterError(f"{source}, line {e.line}: {e.message}") from None
         except RecursionError:
             raise ClusterError(

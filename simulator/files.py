@@ -20,6 +20,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 # A cap on the bytes of one data file after decompression. The largest graph the suite
 # captures (GNMT, default variant: 34,988 ops) is 13 MB of JSON; 128 MiB leaves ten times
 # room and refuses a decompression bomb in about half a second on the development machine.
@@ -114,6 +116,31 @@ def _long_integer(data: bytes, error: ValueError) -> str:
         f"an integer of {found.end() - found.start()} digits ({where}) is too long to read; "
         "every number must fit a float (below ~1.8e308)"
     )
+
+
+class YamlRefused(yaml.YAMLError):
+    """A YAML file uses something the project's loaders refuse; `line` is 1-based."""
+
+    def __init__(self, message: str, mark: Any) -> None:  # a yaml Mark (either kind) or None
+        super().__init__(message)
+        self.message = message
+        self.line = mark.line + 1 if mark is not None else 0
+
+
+class NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader (plain data, no tags that build objects) that refuses aliases before
+    any is expanded: a 13-line file of nested aliases (the "billion laughs") took a
+    minute and gigabytes. No file of this project needs them."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event: yaml.AliasEvent = self.current_event  # what check_event just peeked at
+            raise YamlRefused(
+                f"YAML alias *{event.anchor} is not allowed here (nested aliases can expand "
+                "to gigabytes); write the value out in full",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
