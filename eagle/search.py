@@ -51,6 +51,11 @@ METRIC_COLUMNS = (
     "sim_calls",
 )
 
+# What a checkpoint's state means (what the loop counts and stores); bump it when that
+# changes, so an old checkpoint is refused rather than resumed into a wrong result.
+# 2: content fingerprints in `meta` (1: names and sizes only).
+CHECKPOINT_FORMAT = 2
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -189,6 +194,7 @@ def save_checkpoint(
 ) -> None:
     """Write the checkpoint atomically: a crash mid-write leaves the previous one intact."""
     doc = {
+        "format": CHECKPOINT_FORMAT,
         "meta": meta,
         "loop": {
             **{k: v for k, v in vars(state).items() if k != "best_placement"},
@@ -218,6 +224,11 @@ def load_checkpoint(
         raise RunError(f"{path} is not a readable checkpoint ({message}); {afresh}") from None
     if not isinstance(doc, dict) or not {"meta", "loop", "placer", "evaluator"} <= doc.keys():
         raise RunError(f"{path} is not an eagle-run checkpoint; {afresh}")
+    if doc.get("format") != CHECKPOINT_FORMAT:
+        raise RunError(
+            f"{path} was written by another version of eagle-run (checkpoint format "
+            f"{doc.get('format', 1)}, this one reads {CHECKPOINT_FORMAT}); {afresh}"
+        )
     if doc["meta"] != meta:
         differ = sorted(k for k in {**meta, **doc["meta"]} if meta.get(k) != doc["meta"].get(k))
         raise RunError(

@@ -161,6 +161,18 @@ def test_a_foreign_checkpoint_is_refused_naming_it(files, tmp_path):
         run(toy_cfg(files), out)
 
 
+def test_a_checkpoint_of_another_format_is_refused(files, tmp_path):
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    del doc["format"]  # as written before checkpoints said what their state means
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"another version of eagle-run \(checkpoint format 1"):
+        run(toy_cfg(files, "budget.samples=16"), out)
+
+
 # ---- 3. one writer per run dir -----------------------------------------------------------
 
 
