@@ -133,6 +133,15 @@ def problem_from_config(cfg: Mapping[str, Any]) -> Problem:
     return Problem(suite=name, graph=graph, cluster=cluster, cost_model=make_cost_model(cluster))
 
 
+def check_plain(cfg: Mapping[str, Any]) -> None:
+    """Refuse (ConfigError) a config whose `suite`, `cluster` or `cost_model` section holds
+    anything but the plain keys `problem_from_config` reads; loads nothing. Sections
+    absent are not checked (a report can still tabulate such a run, not rebuild it)."""
+    for group in _KEYS:
+        if group in cfg:
+            _section(cfg, group)
+
+
 def _section(cfg: Mapping[str, Any], group: str) -> dict[str, str | None]:
     """A config group's plain keys, each a string or null; anything else is refused."""
     node = cfg.get(group) if isinstance(cfg, Mapping) else None

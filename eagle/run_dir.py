@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from eagle.errors import RunError
+from eagle.errors import ConfigError, RunError
+from eagle.problem import check_plain
 from simulator.files import NoAliasLoader, YamlRefused, parse_json, read_limited, write_atomic
 
 SUMMARY = "summary.json"
@@ -139,6 +140,10 @@ def _read_run(path: Path) -> RunRecord:
         summary = _read_json_object(path / SUMMARY, SUMMARY_KEYS)
         _check_summary(summary)
         config = read_config(path / CONFIG) if (path / CONFIG).exists() else {}
+        try:
+            check_plain(config)
+        except ConfigError as e:
+            raise RunDirError(f"{CONFIG}: {e}") from None
         if (path / PLACEMENT).exists():
             placement = json_object(path / PLACEMENT)
             if not all(isinstance(k, str) for k in placement):

@@ -98,7 +98,8 @@ def test_report_of_a_crafted_run_dir_runs_no_code(files, tmp_path):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not target.exists()
-    assert f"{bad}: no timeline: suite._target_" in done.stderr
+    assert f"{bad}: config.yaml: suite._target_ is not a key" in done.stderr  # skipped
+    assert pd.read_csv(out / "report.csv").seeds.tolist() == [1]  # the good run alone
     new = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")} - {
         p.relative_to(tmp_path) for p in before
     }
