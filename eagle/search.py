@@ -219,9 +219,11 @@ def load_checkpoint(
     afresh = "delete it or start afresh with resume=false"
     try:
         doc = torch.load(path, weights_only=True)  # tensors and plain data only: no code
-    except Exception as e:  # torch raises many kinds for a corrupt or foreign file
-        message = " ".join(str(e).split())[:160]
-        raise RunError(f"{path} is not a readable checkpoint ({message}); {afresh}") from None
+    except Exception as e:  # torch raises many kinds for a corrupt or foreign file; its
+        # messages run to paragraphs of advice that does not apply here, so name the kind
+        raise RunError(
+            f"{path} is not a readable checkpoint ({type(e).__name__}); {afresh}"
+        ) from None
     if not isinstance(doc, dict) or not {"meta", "loop", "placer", "evaluator"} <= doc.keys():
         raise RunError(f"{path} is not an eagle-run checkpoint; {afresh}")
     if doc.get("format") != CHECKPOINT_FORMAT:
