@@ -25,7 +25,6 @@ needs them.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -41,7 +40,7 @@ import yaml
 from simulator.devices import Roofline
 from simulator.errors import ClusterError
 from simulator.files import InputTooLarge, NoAliasLoader, YamlRefused, read_limited
-from simulator.graph import BoolArray, FloatArray, IntArray, short_repr
+from simulator.graph import BoolArray, FloatArray, IntArray, is_amount, short_repr
 
 
 class _Loader(NoAliasLoader):
@@ -281,33 +280,17 @@ def _name(value: Any, what: str) -> str:
     raise ClusterError(f"{what} must be a single name written as a string, got {short_repr(value)}")
 
 
-def _finite(value: Any) -> bool:
-    """A number (not a bool) that fits a float and is finite; an int too large for a
-    float is not (math.isfinite would raise OverflowError on it)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def _positive(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ClusterError(f"{what} must be a number, got {short_repr(value)}")
-    if not (_finite(value) and value > 0):
+    if not (is_amount(value) and value > 0):
         huge = "; numbers must be finite, below ~1.8e308" if value > 0 else ""
         raise ClusterError(f"{what} must be positive, got {short_repr(value)}{huge}")
     return float(value)
 
 
-def _non_negative(value: Any) -> bool:
-    """A finite number >= 0 (not a bool)."""
-    return _finite(value) and value >= 0
-
-
 def _fraction(value: Any, name: str, key: str, doing: str) -> float:
-    if not _non_negative(value):
+    if not is_amount(value):
         raise ClusterError(
             f"device {name!r} {key} must be a non-negative fraction (0.1: its ops run 10% "
             f"longer per other device of its host {doing}), got {short_repr(value)}"
@@ -320,7 +303,7 @@ def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     values = []
     for key in ("wake_cost", "wake_after"):
         value = d.get(key, 0.0)
-        if not _non_negative(value):
+        if not is_amount(value):
             raise ClusterError(
                 f"device {name!r} {key} must be non-negative seconds, got {short_repr(value)}"
             )
@@ -373,7 +356,7 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
         if not isinstance(sender, bool):
             raise ClusterError(f"{what} by_sender must be true or false, got {short_repr(sender)}")
         lat = link["latency"]
-        if not _non_negative(lat):
+        if not is_amount(lat):
             raise ClusterError(
                 f"{what} latency must be a non-negative number, got {short_repr(lat)}"
             )

@@ -292,10 +292,10 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
-def _amount(value: Any) -> bool:
+def is_amount(value: Any) -> bool:
     """A finite number >= 0 that fits a float (not a bool): a count of FLOPs, bytes or
-    seconds. An int beyond a float's range is refused here (numpy would raise
-    OverflowError), as is an inf or NaN."""
+    seconds here, a memory, latency or fraction in a cluster. An int beyond a float's
+    range is refused (numpy would raise OverflowError), as is an inf or NaN."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     try:
@@ -387,7 +387,7 @@ def _numeric_column(ops: Sequence[Mapping[str, Any]], names: list[str], key: str
         else:
             if not (~np.isfinite(column) | (column < 0)).any():
                 return column
-    i = next(i for i, v in enumerate(values) if type(v) not in _NUMBER_TYPES or not _amount(v))
+    i = next(i for i, v in enumerate(values) if type(v) not in _NUMBER_TYPES or not is_amount(v))
     raise GraphError(
         f"op {names[i]!r}: {key!r} must be a finite non-negative number (below ~1.8e308), "
         f"got {short_repr(values[i])}"
@@ -408,7 +408,7 @@ def _time_overrides(ops: Sequence[Mapping[str, Any]], names: list[str]) -> dict[
                     f"op {names[i]!r}: 'time' keys must be device type names, "
                     f"got {short_repr(dev_type)}"
                 )
-            if not _amount(seconds):
+            if not is_amount(seconds):
                 raise GraphError(
                     f"op {names[i]!r}: time[{dev_type!r}] must be a finite non-negative "
                     f"number of seconds, got {short_repr(seconds)}"
@@ -470,7 +470,7 @@ def _check_edges(
                     f"{short_repr(end)}; every endpoint must be the name (a string) of an op "
                     "in 'ops'"
                 )
-        if not _amount(b):
+        if not is_amount(b):
             raise GraphError(
                 f"edge {s!r} -> {d!r}: 'bytes' must be a finite non-negative number (below "
                 f"~1.8e308), got {short_repr(b)}"
