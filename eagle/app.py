@@ -87,8 +87,8 @@ def check_config(cfg: DictConfig) -> None:
     _integer(cfg, "validation.every", 0)
     _integer(cfg, "validation.repeats", 1)
     for key in ("resume", "progress"):
-        if not isinstance(OmegaConf.select(cfg, key), bool):
-            raise ConfigError(f"{key} must be true or false, got {OmegaConf.select(cfg, key)!r}")
+        if not isinstance(value := OmegaConf.select(cfg, key), bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
 
 
 def _is_number(value: Any) -> bool:

@@ -118,9 +118,13 @@ def base_placer(label: str) -> str:
     return label.split(" [", 1)[0]
 
 
-def runs_frame(records: list[run_dir.RunRecord]) -> pd.DataFrame:
-    """One row per finished run."""
-    labels, _ = placer_labels(records)
+def runs_frame(
+    records: list[run_dir.RunRecord], labels: dict[Path, str] | None = None
+) -> pd.DataFrame:
+    """One row per finished run, its placer as `labels` names it (default: computed
+    here by `placer_labels`)."""
+    if labels is None:
+        labels, _ = placer_labels(records)
     rows = [
         {
             "suite": s["suite"],
@@ -142,9 +146,9 @@ def runs_frame(records: list[run_dir.RunRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def table(records: list[run_dir.RunRecord]) -> pd.DataFrame:
+def table(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = None) -> pd.DataFrame:
     """One row per suite x cluster x placer (TABLE_COLUMNS); seconds, not milliseconds."""
-    runs = runs_frame(records)
+    runs = runs_frame(records, labels)
     failed = [r.error for r in records if r.error is not None]
     rows = []
     keys = {(r["suite"], r["cluster"], r["placer"]) for r in runs.to_dict("records")}
@@ -321,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     labels, split = placer_labels(records)
     for warning in [*warnings, *split]:
         print(f"warning: {warning}", file=sys.stderr)
-    frame = table(records)
+    frame = table(records, labels)
     if frame.empty:
         print(f"no finished runs under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1

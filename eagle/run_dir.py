@@ -145,9 +145,7 @@ def _read_run(path: Path) -> RunRecord:
         except ConfigError as e:
             raise RunDirError(f"{CONFIG}: {e}") from None
         if (path / PLACEMENT).exists():
-            placement = json_object(path / PLACEMENT)
-            if not all(isinstance(k, str) for k in placement):
-                raise RunDirError(f"{PLACEMENT} must map op names to devices")
+            json_object(path / PLACEMENT)  # names it if unreadable or not an object
         metrics = _read_metrics(path / METRICS, summary) if (path / METRICS).exists() else None
         return RunRecord(path=path, summary=summary, error=None, config=config, metrics=metrics)
     if (path / ERROR).exists():
@@ -181,8 +179,8 @@ def _check_summary(summary: dict[str, Any]) -> None:
     for key in ("suite", "agent", "cluster"):
         if not isinstance(summary[key], str):
             raise RunDirError(f"{SUMMARY}: {key} must be a string, got {summary[key]!r}")
-    for key in ("seed", "samples", "sim_calls", *(("iterations",) * ("iterations" in summary))):
-        if type(summary[key]) is not int:
+    for key in ("seed", "samples", "sim_calls", "iterations"):
+        if key in summary and type(summary[key]) is not int:  # iterations: optional
             raise RunDirError(f"{SUMMARY}: {key} must be an integer, got {summary[key]!r}")
     for key in ("best_step_time", "wall_s", "lower_bound"):
         if type(summary[key]) not in (int, float):
