@@ -18,8 +18,8 @@ import suites
 from eagle.problem import Problem
 from eagle.search import SearchState
 from simulator.errors import SimulatorError
-from simulator.executor import Program
-from simulator.validation import Validator
+from simulator.hardware.executor import Program
+from simulator.hardware.fidelity import Validator
 
 
 @dataclass

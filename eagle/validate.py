@@ -23,7 +23,7 @@ random order. A placement's measured time is the `statistic` of all its repeats:
 default `paired`, the median of its steps relative to the other placements' steps of the
 same turn, at the level of the set's fastest steps (`fastest_level`: per stretch of 32),
 which estimates the dedicated machine the simulator prices; `quiet` (its median at that
-level), `min` and `median` as named (why: `simulator.validation`).
+level), `min` and `median` as named (why: `simulator.hardware.fidelity`).
 
 Writes `points.csv` (placement, predicted, measured and its 90% interval over resampled
 rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuring:
@@ -38,7 +38,7 @@ index of each op) to `out`.
 
 With `pool=DIR`, it measures nothing: it re-predicts, with the current cost model, the
 placements of every report in DIR's folders of that suite, variant and cluster, and
-pools their measured times (`simulator.validation.pool_runs`): one run's tau is mostly
+pools their measured times (`simulator.hardware.fidelity.pool_runs`): one run's tau is mostly
 noise on a shared host, so a change to the model is judged against many runs. Only the
 placements every report measured count (a label whose placement differs between reports
 is left out).
@@ -64,11 +64,11 @@ from eagle import run_dir
 from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
 from eagle.problem import Problem
 from simulator import Cluster, CostModel, SimulatorError, placement_from_json
-from simulator.executor import Program
+from simulator.hardware.executor import Program
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray
 from simulator.placement import dealt_in_chunks, moved_off_one_device
-from simulator.validation import (
+from simulator.hardware.fidelity import (
     Point,
     Pooled,
     Validator,

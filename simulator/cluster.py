@@ -237,7 +237,7 @@ class Cluster:
 
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
-        pooling cancels that (`simulator.validation`)."""
+        pooling cancels that (`simulator.hardware.fidelity`)."""
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, d in enumerate(self.devices):
             key = (d.type, d.memory, d.contention, d.contention_waiting, d.wake_cost, d.wake_after)

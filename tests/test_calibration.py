@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.calibration import fit_link, fit_roofline, predict
+from simulator.hardware.calibration import fit_link, fit_roofline, predict
 from simulator.devices import Roofline
 
 TRUE = Roofline(
@@ -60,7 +60,7 @@ def test_link_fit_is_exact_on_alpha_beta_data():
 
 def test_shared_host_fit_recovers_known_constants():
     from simulator import Cluster, CostModel, simulate
-    from simulator.calibration import SharedHostCase, fit_shared_host
+    from simulator.hardware.calibration import SharedHostCase, fit_shared_host
     from simulator.devices import DATASHEET
     from simulator.placement import dealt_in_chunks
     from simulator.random_graphs import random_graph

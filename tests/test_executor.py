@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn.functional import cross_entropy
 
 from simulator import Cluster, CostModel, simulate
-from simulator.executor import Executor, ExecutorError, Program, handoff_latency
+from simulator.hardware.executor import Executor, ExecutorError, Program, handoff_latency
 from suites.capture import capture, trace_program
 
 
@@ -159,7 +159,7 @@ import resource, sys
 import numpy as np
 np._core.multiarray._set_madvise_hugepage(False)  # count 4 KiB pages, not huge ones
 if sys.argv[1] == "keep":
-    from simulator.executor import keep_freed_memory
+    from simulator.hardware.executor import keep_freed_memory
     assert keep_freed_memory()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(20):

@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-import suites.cli
+import eagle.profile
+import simulator.hardware.calibration as calibration
 from simulator import Cluster, CostModel, CostModelError
-from simulator.calibration import SharedHostCase
+from simulator.hardware.calibration import SharedHostCase
 from simulator.devices import DATASHEET
-from simulator.executor import Measurement
+from simulator.hardware.executor import Measurement
 from simulator.profile import Profile
-from simulator.profiler import KernelCall, _random_like, kernel_calls, profile_ops
-from suites.cli import calibration_placements, profile_main
+from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
+from eagle.profile import main as profile_main
+from simulator.hardware.calibration import calibration_placements
 from tests.test_executor import tiny_step
 
 CPU = torch.device("cpu")
@@ -90,8 +92,8 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     cached_small_suites, tmp_path, capsys, monkeypatch
 ):
     # one round of 6 calibration placements: this checks the plumbing, not the numbers
-    monkeypatch.setattr(suites.cli, "CALIBRATION_PLACEMENTS", 6)
-    monkeypatch.setattr(suites.cli, "CALIBRATION_ROUNDS", (1, 1))
+    monkeypatch.setattr(calibration, "CALIBRATION_PLACEMENTS", 6)
+    monkeypatch.setattr(calibration, "CALIBRATION_ROUNDS", (1, 1))
     out = tmp_path / "cpu-worker.json.gz"
     assert profile_main(["--device", "cpu", "--suites", "bert", "--variants", "small",
                          "--out", str(out), "--no-progress"]) == 0  # fmt: skip
@@ -142,8 +144,8 @@ def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suit
                  for t in (0.05, 0.04, 0.045)]  # fmt: skip
         return SharedHostCase(name, graph, (), (0.03,)), steps
 
-    monkeypatch.setattr(suites.cli, "_measure_calibration", rounds)
-    overhead, _ = suites.cli._in_step_times(prof, DATASHEET["cpu-worker"], ["bert"])
+    monkeypatch.setattr(eagle.profile, "measure_calibration", rounds)
+    overhead, _ = eagle.profile._in_step_times(prof, DATASHEET["cpu-worker"], ["bert"])
     # at the paired level (x 0.75), plus an equal share of the rest of the 30 ms step
     kernels = [s is not None for s in graph.signatures]
     loop = (0.03 - 0.75 * in_median_step[kernels].sum()) / sum(kernels)
@@ -163,7 +165,7 @@ def test_calibration_placements_are_none_that_eagle_validate_measures(cached_sma
     cluster = Cluster.load("cpu2")
     graph = cached_small_suites["bert"]
     ours = calibration_placements(graph)
-    assert len(ours) == suites.cli.CALIBRATION_PLACEMENTS
+    assert len(ours) == calibration.CALIBRATION_PLACEMENTS
     assert ours["single:cpu0"].tolist() == [0] * graph.num_ops
     assert all(split_colocation_group(graph, p) is None for p in ours.values())
     assert len({p.tobytes() for p in ours.values()}) == len(ours)

@@ -13,7 +13,7 @@ import pytest
 from eagle.problem import Problem
 from eagle.validate import candidates, main, pool
 from simulator import Cluster, CostModel
-from simulator.validation import STATISTICS, kendall_tau, predict
+from simulator.hardware.fidelity import STATISTICS, kendall_tau, predict
 from tests.conftest import graph, problem, unit_cluster
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simulator import Cluster, CostModel, simulate
-from simulator.validation import (
+from simulator.hardware.fidelity import (
     STATISTICS,
     Point,
     Validator,

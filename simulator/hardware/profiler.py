@@ -28,8 +28,8 @@ import torch
 import torch.fx
 from tqdm import tqdm
 
-from simulator.executor import call_node, op_groups
 from simulator.graph import OpGraph
+from simulator.hardware.executor import call_node, op_groups
 from simulator.profile import Profile
 
 
@@ -87,7 +87,7 @@ def _random_like(val: torch.Tensor, device: torch.device) -> torch.Tensor:
 def kernel_calls(module: torch.fx.GraphModule, graph: OpGraph) -> list[KernelCall]:
     """One call per distinct signature among `graph`'s ops, built from the traced nodes.
 
-    A call runs the op as the executor does (`simulator.executor.call_node` on the op's
+    A call runs the op as the executor does (`simulator.hardware.executor.call_node` on the op's
     node and the views folded into it), so a profile prices exactly what the executor
     runs; inputs from other ops are random tensors of their recorded layout.
     """

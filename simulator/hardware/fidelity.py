@@ -48,8 +48,8 @@ import numpy.typing as npt
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.engine import simulate
-from simulator.executor import Executor, Program
 from simulator.graph import OpGraph
+from simulator.hardware.executor import Executor, Program
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ STATISTICS: dict[str, Callable[[Sequence[Sequence[float]]], list[float]]] = {
 
 
 class Validator:
-    """Measures placements of one graph on one real cluster (see `simulator.executor`)."""
+    """Measures placements of one graph on one real cluster (see `simulator.hardware.executor`)."""
 
     def __init__(
         self,

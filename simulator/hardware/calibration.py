@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,11 +29,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.devices import OP_CLASSES, Roofline, op_class
 from simulator.engine import simulate
 from simulator.errors import CostModelError
 from simulator.graph import IntArray, OpGraph
+from simulator.hardware.executor import Executor, Measurement
+from simulator.hardware.fidelity import STATISTICS
+from simulator.placement import dealt_in_chunks, keep_groups_together, moved_off_one_device
+from simulator.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,7 @@ def fit_link(rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
 @dataclass(frozen=True)
 class SharedHostCase:
     """Placements of one graph measured on devices that share a host, at one machine
-    speed (the `paired` statistic of `simulator.validation`)."""
+    speed (the `paired` statistic of `simulator.hardware.fidelity`)."""
 
     name: str
     graph: OpGraph
@@ -239,3 +245,105 @@ def fit_shared_host(
         if not moved:
             step /= 2
     return SharedHostFit(*best, rms=per_case(best))
+
+
+# Calibrating devices that share a host (`fit_shared_host`): per small suite, steps of
+# placements like those `eagle-validate` measures but none of them (its chunk sizes lie
+# between the validator's halvings, its random placements come from another seed), so
+# that validation checks the fit on placements it never saw. Each suite gets rounds for
+# about CALIBRATION_BUDGET_S seconds, at least 4 and at most 16: 16 rounds of
+# BERT-small took 3.5 minutes here, 6 of Inception-V3-small 12 minutes.
+CALIBRATION_PLACEMENTS = 18
+CALIBRATION_BUDGET_S = 200.0
+CALIBRATION_ROUNDS = (4, 16)
+# A worker that waited this long for an input pays the fitted wake-up cost on its next op:
+# in the executor, BERT-small's ops that followed a wait of over 0.3 ms ran 48-92 us long
+# and shorter waits cost little (results/fidelity/README.md, 2026-12-02 10:30).
+WAKE_AFTER_S = 0.3e-3
+
+
+def calibration_placements(
+    graph: OpGraph, count: int = CALIBRATION_PLACEMENTS
+) -> dict[str, IntArray]:
+    """One worker, a hand-off after every op, chunks of the op order of sizes between
+    `eagle-validate`'s (n / 2^(k + 1.5)), then random placements (seed 1000, moving 5%
+    to 50% of the ops off a random worker; colocation groups go where their first op
+    does) up to `count`."""
+    n = graph.num_ops
+    out = {"single:cpu0": np.zeros(n, dtype=np.int64), "chunks:1": dealt_in_chunks(graph, 1, 2)}
+    k = 1.5
+    while (chunk := round(n / 2**k)) >= 2 and len(out) < count:
+        out.setdefault(f"chunks:{chunk}", dealt_in_chunks(graph, chunk, 2))
+        k += 1
+    rng = np.random.default_rng(1000)
+    while len(out) < count:
+        fraction, moved = moved_off_one_device(rng, n, 2)
+        out[f"random:{fraction:.3f}:{len(out)}"] = keep_groups_together(graph, moved)
+    return out
+
+
+def two_worker_cluster(device_type: str, contention: float = 0.0, waiting: float = 0.0,
+                        latency: float = 0.0, bandwidth: float = 1e10,
+                        wake_cost: float = 0.0) -> Cluster:  # fmt: skip
+    devices = [{"name": f"cpu{i}", "type": device_type, "memory": 1e12, "host": "this",
+                "contention": contention, "contention_waiting": waiting,
+                "wake_cost": wake_cost, "wake_after": WAKE_AFTER_S}
+               for i in (0, 1)]  # fmt: skip
+    links = {"default": {"bandwidth": bandwidth, "latency": latency, "by_sender": True}}
+    return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
+
+
+def measure_calibration(runner: Executor, name: str) -> tuple[SharedHostCase, list[Measurement]]:
+    """Measure a suite's `calibration_placements` as `eagle-validate` measures its own:
+    rounds of fresh workers, steps interleaved, each placement with its mirror image,
+    summarised by the `paired` statistic. Returns the case to fit and the one-worker
+    placement's measurement of every round (its ops' in-step times)."""
+    graph = runner.graph
+    placements = calibration_placements(graph, CALIBRATION_PLACEMENTS)
+    places = list(placements.values())
+    mirror = np.array([1, 0])
+    times: list[list[float]] = [[] for _ in places]
+    one_worker: list[Measurement] = []
+    low, high = CALIBRATION_ROUNDS
+    rounds, start = high, time.perf_counter()
+    r = 0
+    while r < rounds:
+        measured = runner.measure_many(places + [mirror[p] for p in places], warmup=1, repeats=4)
+        for k in range(len(places)):
+            times[k] += [*measured[k].step_times, *measured[k + len(places)].step_times]
+        one_worker.append(measured[0])
+        r += 1
+        if r == 1:  # the first round says how many fit in the budget
+            per_round = time.perf_counter() - start
+            rounds = int(np.clip(CALIBRATION_BUDGET_S // max(per_round, 1e-9), low, high))
+    case = SharedHostCase(name, graph, tuple(places), tuple(STATISTICS["paired"](times)))
+    return case, one_worker
+
+
+def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
+    """Fit the shared host's constants (`fit_shared_host`) with the profile's own op
+    times and copy bandwidth, into `prof.fit`."""
+    if not cases:
+        return
+    fit = prof.fit
+    roofline = Roofline(**fit["roofline"])
+    measured = prof.measured()
+    overhead = float(fit.get("op_overhead", 0.0))
+    bandwidth = float(fit["link"]["bandwidth"])
+
+    def model_for(contention: float, waiting: float, latency: float, wake: float) -> CostModel:
+        cluster = two_worker_cluster(
+            prof.device_type, contention, waiting, latency, bandwidth, wake
+        )
+        t = prof.device_type
+        return CostModel(cluster, {t: roofline}, {t: measured}, {t: overhead})
+
+    shared = fit_shared_host(cases, model_for)
+    fit["contention"] = shared.contention
+    fit["contention_waiting"] = shared.contention_waiting
+    fit["wake_cost"], fit["wake_after"] = shared.wake_cost, WAKE_AFTER_S
+    fit["link"]["latency"] = shared.latency
+    fit["shared_host_rms"] = shared.rms
+    # the steps fitted, by suite, in `calibration_placements` order: to re-fit without
+    # re-measuring
+    fit["shared_host_measured"] = {c.name: list(c.measured) for c in cases}
