@@ -1,5 +1,5 @@
-"""Placers (RL agents and baselines), features, training loop, Hydra app and reports.
+"""Placers (baselines and learned), the search loop, and the commands: the Hydra app
+`eagle-run`, `eagle-report`, `eagle-profile` and `eagle-validate` (DESIGN.md).
 
-The placers land in later issues; this package already exists so that the layout of
-DESIGN.md holds from the first commit.
+The top layer: it builds on `suites` and `simulator`, which know nothing of it.
 """

@@ -172,11 +172,9 @@ def _in_step_times(
     with the calibration placements (its fastest steps). Each op also gets an equal share
     of the rest of that step: the worker loop between ops, which the simulator has no
     other term for. So a one-worker step is predicted at the time validation would
-    report for it; the per-op overhead above is taken at that level too. Before, the
-    median step's op times alone were used: the two errors cancelled on GNMT-small
-    (predicted at 0.99 of its paired level) but not on BERT-small (1.39) or
-    Inception-V3-small (1.25), measured in noisier minutes (2026-12-02;
-    results/fidelity/README.md).
+    report for it; the per-op overhead above is taken at that level too. The median
+    step's op times alone, without the rescaling, predicted BERT-small 1.39x its paired
+    level (results/fidelity/README.md, "op times at the speed reports use").
     """
     cluster = two_worker_cluster(prof.device_type)
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}

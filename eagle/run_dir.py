@@ -1,4 +1,5 @@
-"""A run dir's files (DESIGN.md, "run outputs"): written atomically, read back by reports.
+"""A run dir's files (DESIGN.md, "Harness, run dirs and reports"): written atomically,
+read back by reports.
 
 A run writes `config.yaml` when it starts, `checkpoint.pt` and `metrics.csv` as it goes,
 and `placement.json` then `summary.json` when it ends, so a dir with a summary is a

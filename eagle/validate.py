@@ -1,8 +1,9 @@
 """`eagle-validate`: run placements for real and check the simulator's predictions.
 
-    eagle-validate suite=gnmt cluster=cpu2 n=20 [variant=small] [seed=0] [repeats=4] [rounds=8]
-                   [placements=a.json,b.json] [out=results/fidelity/gnmt]
-    eagle-validate suite=gnmt cluster=cpu2 pool=results/fidelity/history
+    eagle-validate --suite gnmt --cluster cpu2 --n 20 [--variant small] [--seed 0]
+                   [--repeats 4] [--rounds 8] [--placements a.json b.json]
+                   [--out results/fidelity/gnmt]
+    eagle-validate --suite gnmt --cluster cpu2 --pool results/fidelity/history
 
 The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
@@ -36,7 +37,7 @@ measured in their place), the 90% intervals of the first two over resampled roun
 provenance) and `placements.json.gz` (every placement measured, by label: the device
 index of each op) to `out`.
 
-With `pool=DIR`, it measures nothing: it re-predicts, with the current cost model, the
+With `--pool DIR`, it measures nothing: it re-predicts, with the current cost model, the
 placements of every report in DIR's folders of that suite, variant and cluster, and
 pools their measured times (`simulator.hardware.fidelity.pool_runs`): one run's tau is mostly
 noise on a shared host, so a change to the model is judged against many runs. Only the
@@ -46,6 +47,7 @@ is left out).
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import json
@@ -62,13 +64,14 @@ from tqdm import tqdm
 import suites
 from eagle import run_dir
 from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
-from eagle.problem import Problem
-from simulator import Cluster, CostModel, SimulatorError, placement_from_json
-from simulator.hardware.executor import Program
+from eagle.errors import EagleError
+from eagle.problem import Problem, problem_from_config
+from simulator import SimulatorError, placement_from_json
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray
-from simulator.placement import dealt_in_chunks, moved_off_one_device
+from simulator.hardware.executor import Program
 from simulator.hardware.fidelity import (
+    STATISTICS,
     Point,
     Pooled,
     Validator,
@@ -78,20 +81,7 @@ from simulator.hardware.fidelity import (
     predict,
     scatter,
 )
-
-DEFAULTS: dict[str, str] = {
-    "suite": "gnmt",
-    "variant": "small",
-    "cluster": "cpu2",
-    "n": "20",
-    "seed": "0",
-    "repeats": "4",
-    "rounds": "8",
-    "statistic": "paired",
-    "placements": "",
-    "out": "",
-    "pool": "",
-}
+from simulator.placement import dealt_in_chunks, moved_off_one_device
 
 PLACEMENTS_FILE = "placements.json.gz"
 RANDOM_TRIES = 50  # random draws per placement wanted before settling for fewer
@@ -112,16 +102,40 @@ class PooledReports:
     pooled: Pooled
 
 
-def parse(argv: list[str]) -> dict[str, str]:
-    args = dict(DEFAULTS)
-    for item in argv:
-        key, sep, value = item.partition("=")
-        if not sep or key not in DEFAULTS:
-            raise ValidateError(
-                f"expected key=value with key one of {', '.join(DEFAULTS)}; got {item!r}"
-            )
-        args[key] = value
-    return args
+def parser() -> argparse.ArgumentParser:
+    """The command line, in the argparse style of every tool but the Hydra app `eagle-run`."""
+    p = argparse.ArgumentParser(
+        prog="eagle-validate",
+        description="Run placements for real with the executor and check the simulator's "
+        "predictions (median error, rank correlation, scatter plot).",
+        epilog="Writes points.csv, steps.csv, scatter.png, summary.json and "
+        "placements.json.gz to --out; the README's 'Checking the simulator' explains them.",
+    )
+    p.add_argument("--suite", default="gnmt", help=f"built-in suite ({', '.join(suites.names())})")
+    p.add_argument("--variant", default="small", help="suite variant (default: small)")
+    p.add_argument("--cluster", default="cpu2", help="built-in cluster or YAML whose devices "
+                   "exist on this machine (default: cpu2)")  # fmt: skip
+    p.add_argument("--n", type=int, default=20, help="placements to measure (default: 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random placements")
+    p.add_argument("--repeats", type=int, default=4, help="timed steps per round (default: 4)")
+    p.add_argument("--rounds", type=int, default=8, help="rounds of fresh workers (default: 8)")
+    p.add_argument("--statistic", choices=sorted(STATISTICS), default="paired",
+                   help="a placement's steps -> its time (default: paired)")  # fmt: skip
+    p.add_argument("--placements", nargs="*", type=Path, default=[], metavar="FILE",
+                   help="placement files to measure too (a run dir's placement.json)")  # fmt: skip
+    p.add_argument("--out", type=Path, help="report folder (default: results/fidelity/SUITE)")
+    p.add_argument("--pool", type=Path, metavar="DIR", help="measure nothing: re-predict and "
+                   "pool the reports in DIR/*/ of this suite, variant and cluster")  # fmt: skip
+    return p
+
+
+def _problem(args: argparse.Namespace) -> Problem:
+    """The one path from plain keys to a Problem (`problem_from_config`), as `eagle-run`'s."""
+    cluster = {"path": args.cluster} if Path(args.cluster).suffix in (".yaml", ".yml") else {
+        "name": args.cluster}  # fmt: skip
+    return problem_from_config(
+        {"suite": {"name": args.suite, "variant": args.variant}, "cluster": cluster}
+    )
 
 
 def candidates(
@@ -180,20 +194,20 @@ def candidates(
     return out, same_as
 
 
-def validate(args: dict[str, str]) -> dict[str, Any]:
-    name, variant = args["suite"], args["variant"]
-    cluster = Cluster.load(args["cluster"])
-    cost_model = CostModel.default(cluster)
-    graph, module, values = suites.program(name, variant)
-    problem = Problem(name, graph, cluster, cost_model)
-    files = [Path(p) for p in args["placements"].split(",") if p]
-    chosen, same_as = candidates(problem, int(args["n"]), int(args["seed"]), files)
-    if len(chosen) < int(args["n"]):
+def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """Measure the chosen placements (module docstring), write the report, return its
+    summary; `command` is recorded in it, to re-run."""
+    problem = _problem(args)
+    name, variant = problem.suite, args.variant
+    graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
+    _, module, values = suites.program(name, variant)
+    chosen, same_as = candidates(problem, args.n, args.seed, args.placements)
+    if len(chosen) < args.n:
         print(f"note: {name}/{variant} has only {len(chosen)} distinct placements of the kinds "
               f"measured here; measuring those", file=sys.stderr)  # fmt: skip
     validator = Validator(graph, Program(module, values), cluster, cost_model, warmup=1,
-                          repeats=int(args["repeats"]), statistic=args["statistic"])  # fmt: skip
-    rounds = int(args["rounds"])
+                          repeats=args.repeats, statistic=args.statistic)  # fmt: skip
+    rounds = args.rounds
     samples: dict[str, list[Point]] = {label: [] for label in chosen}
     with tqdm(total=rounds, desc=f"measuring {name}/{variant}", unit="round") as bar:
         for _ in range(rounds):
@@ -218,7 +232,7 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         [p.predicted for p in points],
         validator.summarise,
     )
-    out = Path(args["out"] or f"results/fidelity/{name}")
+    out = args.out or Path(f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([vars(p) for p in points]).drop(columns=["times", "starts"])
     frame["error"] = (frame.predicted - frame.measured) / frame.measured
@@ -242,11 +256,11 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
         # 90% intervals over resampled rounds: what the measurement's noise allows
         "kendall_tau_range": list(uncertainty.kendall_tau),
         "median_ape_range": list(uncertainty.median_ape),
-        "statistic": args["statistic"],
+        "statistic": args.statistic,
         # how far apart one placement's rounds are (median over placements of their
         # spread / measured): the machine's noise while this ran; compare with the error
         "round_spread": float(np.median([p.spread / p.measured for p in points])),
-        "command": "eagle-validate " + " ".join(f"{k}={v}" for k, v in args.items() if v),
+        "command": command,
         "machine": f"{platform.node()} ({platform.machine()})",
         "cost_model": cost_model.provenance(),
         "losses_agree": len({round(p.loss, 6) for p in points}) == 1,
@@ -257,13 +271,13 @@ def validate(args: dict[str, str]) -> dict[str, Any]:
     return summary
 
 
-def pool(args: dict[str, str]) -> PooledReports:
-    """Re-predict the reports in `args["pool"]`'s folders and pool them (module docstring)."""
-    name, variant = args["suite"], args["variant"]
-    cluster = Cluster.load(args["cluster"])
-    cost_model = CostModel.default(cluster)
+def pool(args: argparse.Namespace) -> PooledReports:
+    """Re-predict the reports in `args.pool`'s folders and pool them (module docstring)."""
+    problem = _problem(args)
+    name, variant = problem.suite, args.variant
+    graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
     runs: list[tuple[str, dict[tuple[str, bytes], float]]] = []
-    for summary_path in sorted(Path(args["pool"]).glob("*/summary.json")):
+    for summary_path in sorted(Path(args.pool).glob("*/summary.json")):
         folder = summary_path.parent
         about = parse_json(read_limited(summary_path))
         if not isinstance(about, dict):
@@ -296,12 +310,11 @@ def pool(args: dict[str, str]) -> PooledReports:
         runs.append((folder.name, keyed))
     if not runs:
         raise ValidateError(
-            f"no reports of {name}/{variant} on {cluster.name} in {args['pool']}/*/summary.json"
+            f"no reports of {name}/{variant} on {cluster.name} in {args.pool}/*/summary.json"
         )
     common = sorted(set.intersection(*(set(keyed) for _, keyed in runs)))
     if len(common) < 2:
         raise ValidateError(f"the {len(runs)} reports share fewer than 2 placements")
-    graph = suites.load(name, variant)
     predicted = [predict(graph, np.frombuffer(key, dtype=np.int64), cluster, cost_model)
                  for _, key in common]  # fmt: skip
     return PooledReports(
@@ -314,13 +327,17 @@ def pool(args: dict[str, str]) -> PooledReports:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
     try:
-        args = parse(sys.argv[1:] if argv is None else argv)
-        if args["pool"]:
+        if args.n < 1 or args.repeats < 1 or args.rounds < 1:
+            raise ValidateError("--n, --repeats and --rounds must be at least 1")
+        if args.pool:
             _print_pooled(pool(args))
             return 0
-        summary = validate(args)
-    except (ValidateError, SimulatorError, suites.SuiteError, ValueError, OSError) as e:
+        summary = validate(args, " ".join(["eagle-validate", *argv]))
+    except (ValidateError, EagleError, SimulatorError, suites.SuiteError, ValueError,
+            OSError) as e:  # fmt: skip
         print(f"eagle-validate: error: {e}", file=sys.stderr)
         return 2
     print(

@@ -139,9 +139,9 @@ DATASHEET: dict[str, Roofline] = {
         source="datasheet (Intel Xeon E5-2699 v3)",
     ),
     # One single-threaded CPU worker of this project's 2-core AMD EPYC host (AVX2+FMA).
-    # Quick estimates from one run, 2026-12-01, torch 2.13 with torch.set_num_threads(1):
-    # a 2048^2 fp32 matmul ran at 55 GFLOP/s and a 256 MB tensor copy moved 23 GB/s
-    # (read + write). Calibration (eagle-profile) replaces them.
+    # Quick estimates (torch 2.13, torch.set_num_threads(1)): a 2048^2 fp32 matmul ran
+    # at 55 GFLOP/s and a 256 MB tensor copy moved 23 GB/s (read + write). Calibration
+    # (eagle-profile) replaces them.
     "cpu-worker": Roofline(
         peak_flops=55e9,
         mem_bandwidth=23e9,

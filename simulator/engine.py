@@ -22,12 +22,10 @@ input with ops yet to start), counted once every start of its instant is made, p
 `wake_cost` if its device has finished nothing (no op, no copy of its own) for
 `wake_after` or longer, counted from the step's start. Its duration is fixed when it
 starts. The executor's CPU workers spin while they wait for an input, and a spinning
-worker slows its host-mate less than a computing one: on `cpu2`, fitted to whole steps
-of calibration placements, 25.6-42.8% while the other worker computes against 2.2-5.6%
-while it waits (`eagle-profile --steps-only`, three fits within two hours on
-2026-12-02; results/fidelity/README.md). A worker that spun for over 0.3 ms ran its
-next ops slower: 48-92 us on the first op in the executor, 3-12% for ~4 ms in a
-microbenchmark (results/fidelity/README.md, 2026-12-02 10:30): the wake-up cost.
+worker slows its host-mate less than a computing one (on `cpu2` about 30% against 4%),
+and a worker that spun for over 0.3 ms runs its next ops slower: the wake-up cost. The
+fits and the measurements behind both: results/fidelity/README.md (from "two contention
+rates" on).
 `reference.py` implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per

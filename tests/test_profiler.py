@@ -158,7 +158,7 @@ def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suit
 
 
 def test_calibration_placements_are_none_that_eagle_validate_measures(cached_small_suites):
-    from eagle.problem import Problem
+    from eagle.problem import problem_from_config
     from eagle.validate import candidates
     from simulator.placement import split_colocation_group
 
@@ -169,7 +169,9 @@ def test_calibration_placements_are_none_that_eagle_validate_measures(cached_sma
     assert ours["single:cpu0"].tolist() == [0] * graph.num_ops
     assert all(split_colocation_group(graph, p) is None for p in ours.values())
     assert len({p.tobytes() for p in ours.values()}) == len(ours)
-    problem = Problem("bert", graph, cluster, CostModel.default(cluster))
+    problem = problem_from_config(
+        {"suite": {"name": "bert", "variant": "small"}, "cluster": {"name": "cpu2"}}
+    )
     validated, _ = candidates(problem, 20, 0, [])
     seen = {p.tobytes() for p in validated.values()}
     # every one but the one-worker placement (which validation measures as single:cpu0)

@@ -10,21 +10,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle.problem import Problem
-from eagle.validate import candidates, main, pool
+from eagle.problem import problem_from_config
+from eagle.validate import candidates, main, parser, pool
 from simulator import Cluster, CostModel
 from simulator.hardware.fidelity import STATISTICS, kendall_tau, predict
 from tests.conftest import graph, problem, unit_cluster
 
 
 def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
-    assert main(["suite=bert", "n=x=3", "nonsense"]) == 2
-    assert "expected key=value" in capsys.readouterr().err
-    assert main(["suite=nope"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # argparse's own one-line error
+        main(["--suite", "bert", "--n", "x"])
+    assert exit_.value.code == 2 and "argument --n: invalid int value: 'x'" in (
+        capsys.readouterr().err
+    )
+    assert main(["--suite", "bert", "--rounds", "0"]) == 2
+    assert "--rounds must be at least 1" in capsys.readouterr().err
+    assert main(["--suite", "nope"]) == 2
     assert "unknown suite 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"no_such_op": "cpu0"}))
-    assert main(["suite=bert", f"placements={bad}", f"out={tmp_path / 'o'}"]) == 2
+    assert main(["--suite", "bert", "--placements", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "unknown op 'no_such_op'" in err and "Traceback" not in err
 
@@ -33,7 +38,8 @@ def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
     cluster = Cluster.load("cpu2")
     mirror = cluster.mirror()
     assert mirror is not None and mirror.tolist() == [1, 0]
-    bert = Problem("bert", cached_small_suites["bert"], cluster, CostModel.default(cluster))
+    bert = problem_from_config({"suite": {"name": "bert", "variant": "small"},
+                                "cluster": {"name": "cpu2"}})  # fmt: skip
     chosen, same_as = candidates(bert, 20, 0, [])
     assert len(chosen) == 20
     keys = {min(p.tobytes(), mirror[p].tobytes()) for p in chosen.values()}
@@ -53,11 +59,12 @@ def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
 
 def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path, capsys):
     out = tmp_path / "report"
-    args = ["suite=bert", "n=8", "rounds=2", "repeats=1", f"out={out}"]
+    args = ["--suite", "bert", "--n", "8", "--rounds", "2", "--repeats", "1", "--out", str(out)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert {"suite", "cluster", "n", "median_ape", "kendall_tau", "spearman_rho"} <= set(summary)
     assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
+    assert summary["command"] == " ".join(["eagle-validate", *args])  # to re-run it
     assert summary["round_spread"] >= 0
     assert set(summary["same_as"]) == {"single:cpu1", "m_topo", "chunks:431"}
     points = pd.read_csv(out / "points.csv")
@@ -90,7 +97,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
         shutil.copytree(out, history / name)
     other = json.loads((history / "other" / "summary.json").read_text())
     (history / "other" / "summary.json").write_text(json.dumps({**other, "suite": "gnmt"}))
-    result = pool({"suite": "bert", "variant": "small", "cluster": "cpu2", "pool": str(history)})
+    result = pool(parser().parse_args(["--suite", "bert", "--pool", str(history)]))
     assert result.reports == ["a", "b"] and len(result.labels) == 8
     pooled = result.pooled  # two identical runs: as the report itself
     assert pooled.mean_tau == pytest.approx(pooled.pooled_tau)
@@ -100,16 +107,16 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     miss = (log_m - log_m.mean()) - (log_p - log_p.mean())
     assert pooled.miss == pytest.approx(miss.tolist())
     capsys.readouterr()
-    assert main(["suite=bert", f"pool={history}"]) == 0
+    assert main(["--suite", "bert", "--pool", str(history)]) == 0
     assert "2 reports, 8 placements" in capsys.readouterr().out
     edited = pd.read_csv(history / "b" / "points.csv").replace({"label": {"heft": "mine"}})
     edited.to_csv(history / "b" / "points.csv", index=False)  # a hand-edited report
-    assert main(["suite=bert", f"pool={history}"]) == 2
+    assert main(["--suite", "bert", "--pool", str(history)]) == 2
     assert "placement 'mine' of points.csv is not in placements.json.gz" in (
         capsys.readouterr().err
     )
     (history / "b" / "placements.json.gz").unlink()
-    assert main(["suite=bert", f"pool={history}"]) == 2
+    assert main(["--suite", "bert", "--pool", str(history)]) == 2
     assert "has no placements.json.gz" in capsys.readouterr().err
-    assert main(["suite=bert", f"pool={tmp_path / 'nowhere'}"]) == 2
+    assert main(["--suite", "bert", "--pool", str(tmp_path / "nowhere")]) == 2
     assert "no reports of bert/small on cpu2" in capsys.readouterr().err

@@ -258,7 +258,7 @@ CALIBRATION_BUDGET_S = 200.0
 CALIBRATION_ROUNDS = (4, 16)
 # A worker that waited this long for an input pays the fitted wake-up cost on its next op:
 # in the executor, BERT-small's ops that followed a wait of over 0.3 ms ran 48-92 us long
-# and shorter waits cost little (results/fidelity/README.md, 2026-12-02 10:30).
+# and shorter waits cost little (results/fidelity/README.md, "copies in the set").
 WAKE_AFTER_S = 0.3e-3
 
 

@@ -13,11 +13,10 @@ Which statistic of the repeated step times is "the measured time" (`statistic`):
   second): the placement's median, over the turns, of its step's log time less the
   turn's median; then every placement is scaled by one common factor so that their
   level is that of their fastest steps (as `quiet`). A turn shares the machine's speed
-  of that moment, so the comparison within it divides the speed out. On cpu2 (8
-  reports of 20 placements, 2026-12-01) two halves of a report's rounds disagreed by
-  2.4-3.2% rms against 3.4-4.8% with `quiet`, and placements that are the same
-  computation (every op on one worker) lay 1.5-6.5% apart against 3.9-10.3%. It needs
-  every placement measured in the same turns: the k-th time of each, the same turn.
+  of that moment, so the comparison within it divides the speed out: on cpu2 two
+  halves of a report's rounds, and twin placements, disagreed by about a third less
+  than with `quiet` (results/fidelity/README.md, "Late night"). It needs every
+  placement measured in the same turns: the k-th time of each, the same turn.
 - `quiet`: each placement's median step, scaled by one factor common to all the
   placements measured together, so that their level is that of their fastest steps
   (the factor: the geometric mean of the placements' fastest steps over that of their
@@ -76,13 +75,12 @@ def fastest_level(times: Sequence[float], turns: int = LEVEL_TURNS) -> float:
     """A placement's fastest steps: the fastest of each stretch of `turns` consecutive
     steps, median over the stretches (all of them one stretch when there are fewer).
 
-    The fastest of all steps falls the more steps there are. In the cpu2 reports
-    committed at 06:00 on 2026-12-02 (steps.csv; steps drawn at random, so that drift
-    does not enter), the fastest of 128 steps lay 6-10% below the fastest of 32, and of
-    384-448 steps 8-12% below. The profiler measures 32-128 steps of a placement and a
-    report 128-512, so with the plain minimum reports came out faster than predicted by
-    about that much. A stretch's fastest has the same expectation however many there
-    are.
+    The fastest of all steps falls the more steps there are: on cpu2 the fastest of 128
+    steps lay 6-10% below the fastest of 32 (results/fidelity/README.md, "a level that
+    does not fall with the step count"). The profiler measures 32-128 steps of a
+    placement and a report 128-512, so with the plain minimum reports came out faster
+    than predicted by about that much. A stretch's fastest has the same expectation
+    however many there are.
     """
     t = np.asarray(times, dtype=float)
     stretches = np.array_split(t, max(1, len(t) // turns))
@@ -308,9 +306,9 @@ def pool_runs(predicted: npt.ArrayLike, measured_runs: npt.ArrayLike) -> Pooled:
     Each run's log times are centred (its level divided out: the machine's speed that
     minute), then averaged over the runs; `miss` is that average less the centred log
     prediction: about the fraction by which each placement ran slower (> 0) or faster
-    than predicted, relative to the others. On a noisy host one run's tau is
-    mostly noise (cpu2, 2026-12-01: 0.70 on average over 9 GNMT-small runs, 0.80 pooled;
-    results/fidelity/README.md), so a change to the model is judged by its pooled miss.
+    than predicted, relative to the others. On a noisy host one run's tau is mostly
+    noise (results/fidelity/README.md, "What we learned so far"), so a change to the
+    model is judged by its pooled miss.
     """
     pred = np.asarray(predicted, dtype=float)
     runs = np.atleast_2d(np.asarray(measured_runs, dtype=float))

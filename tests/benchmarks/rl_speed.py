@@ -14,15 +14,13 @@ import time
 import numpy as np
 
 from eagle.hierarchical import HierarchicalPlacer
-from eagle.problem import Problem, load_cluster, load_graph, make_cost_model
+from eagle.problem import problem_from_config
 from eagle.search import Evaluator
 
 
 def measure(suite: str, iterations: int, **hyper: int) -> tuple[float, float, float, float]:
     """(placements/s, then seconds per iteration spent sampling, simulating, learning)."""
-    cluster = load_cluster("p100x4")
-    graph = load_graph(suite)
-    problem = Problem(suite, graph, cluster, make_cost_model(cluster))
+    problem = problem_from_config({"suite": {"name": suite}, "cluster": {"name": "p100x4"}})
     placer = HierarchicalPlacer(problem, seed=0, **hyper)
     evaluate = Evaluator(problem)
     placer.tell(b := placer.ask(), evaluate(b))  # warm-up: numba, allocator
