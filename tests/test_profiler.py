@@ -11,14 +11,13 @@ import torch
 
 import eagle.profile
 import simulator.hardware.calibration as calibration
-from simulator import Cluster, CostModel, CostModelError
-from simulator.hardware.calibration import SharedHostCase
-from simulator.devices import DATASHEET
-from simulator.hardware.executor import Measurement
-from simulator.profile import Profile
-from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
 from eagle.profile import main as profile_main
-from simulator.hardware.calibration import calibration_placements
+from simulator import Cluster, CostModel, CostModelError
+from simulator.devices import DATASHEET
+from simulator.hardware.calibration import SharedHostCase, calibration_placements
+from simulator.hardware.executor import Measurement
+from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
+from simulator.profile import Profile
 from tests.test_executor import tiny_step
 
 CPU = torch.device("cpu")
@@ -162,7 +161,6 @@ def test_calibration_placements_are_none_that_eagle_validate_measures(cached_sma
     from eagle.validate import candidates
     from simulator.placement import split_colocation_group
 
-    cluster = Cluster.load("cpu2")
     graph = cached_small_suites["bert"]
     ours = calibration_placements(graph)
     assert len(ours) == calibration.CALIBRATION_PLACEMENTS
