@@ -10,10 +10,12 @@ alpha-beta model `latency + bytes / bandwidth`, fitted by least squares on relat
 error. Accuracy is reported on held-out signatures (every fifth, by a hash of the
 signature): median and 90th-percentile relative error per op class.
 
-Devices that share a host (`cpu2`) get three more constants, fitted to whole steps
-rather than to single ops (`fit_shared_host`): how much an op slows while the other
-worker runs an op, and while it waits for an input, and what a hand-off costs inside a
-step.
+Devices that share a host (`cpu2`) get more constants, fitted to whole steps rather
+than to single ops (`fit_shared_host`): how much an op slows while the other worker
+runs an op, and while it waits for an input, the wake-up cost after a long wait, and
+what a hand-off costs inside a step. The steps are those of `calibration_placements`,
+measured by `measure_calibration` on two workers (`two_worker_cluster`) as
+`eagle-validate` measures; `fit_two_workers` stores the fit in a profile.
 """
 
 from __future__ import annotations
