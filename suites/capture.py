@@ -42,6 +42,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils.flop_counter import flop_registry
 
 from simulator import GraphError, OpGraph
+from simulator.hardware.executor import OP_INDEX
 
 LossFn = Callable[[Any, Any], Tensor]
 ROOT_MODULE = "model"  # ops in the top-level module's own forward code
@@ -286,12 +287,18 @@ def trace_program(
 ) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The traced training step and the real values of its placeholders, in order.
 
-    The same trace `capture` turns into an `OpGraph` (same node names, so each node maps
-    to an op), for the real-hardware executor to run: its first output is the loss.
+    The same trace `capture` turns into an `OpGraph`, for the real-hardware executor to
+    run: its first output is the loss. Every node carries the index of the op it runs
+    with (`node.meta[OP_INDEX]`, from `_number_ops`), so that the executor and the
+    profiler take each node's op from the capture's own folding instead of matching
+    node names against the graph.
     """
     opt = Optimizer(kind=optimizer) if isinstance(optimizer, str) else optimizer
     model.train()
     gm, *_ = _trace(model, inputs, target, loss_fn, opt)
+    nodes = list(gm.graph.nodes)
+    for node, i in _number_ops(nodes, _fold_views(nodes)).items():
+        node.meta[OP_INDEX] = i
     params, buffers, states = _step_arguments(model, opt)
     values = (
         {k: v.detach() for k, v in params.items()},
@@ -312,54 +319,89 @@ def capture(
     optimizer: Optimizer | str = "adam",
     name: str = "model",
 ) -> OpGraph:
-    """Trace one training step of `model` into an `OpGraph` (nothing is computed)."""
+    """Trace one training step of `model` into an `OpGraph` (nothing is computed).
+
+    The passes below, in order: trace, fold views, placeholder kinds, phases,
+    colocation groups, modules, then each op's FLOPs and bytes and the edges.
+    """
     opt = Optimizer(kind=optimizer) if isinstance(optimizer, str) else optimizer
     if opt.kind not in ("adam", "sgd"):
         raise GraphError(f"unknown optimizer {opt.kind!r}; choose 'adam' or 'sgd'")
     model.train()
+    step = _trace_step(model, inputs, target, loss_fn, opt)
+    source = _fold_views(step.nodes)
+    kinds = _placeholder_kinds(step)
+    phase = _phases(step, source)
+    groups = _colocation_groups(step, source, kinds, phase)
+    module = _modules(step, source, phase, groups)
+    ops = [
+        _kernel_op(node, phase[node], module[node], groups.of_node.get(node))
+        if node in phase
+        else _placeholder_op(node, kinds[node], groups.of_node.get(node))
+        for node in _op_nodes(step.nodes, source)
+    ]
+    doc = {
+        "format": "eagle-graph/1",
+        "name": name,
+        "meta": {"torch": torch.__version__, "optimizer": opt.kind},
+        "ops": ops,
+        "edges": [
+            {"src": s, "dst": d, "bytes": b} for (s, d), b in _edges(step.nodes, source).items()
+        ],
+    }
+    return OpGraph.from_dict(doc)
+
+
+# ---- the passes ---------------------------------------------------------------------
+# `capture` chains these passes, in the manner of torch.fx passes: each reads the trace
+# (nodes in trace order, so each result is deterministic) and what earlier passes found,
+# and returns one analysis keyed by node.
+
+
+_Sources = dict[torch.fx.Node, torch.fx.Node]  # node -> the op node holding its data
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The traced step as the passes read it: its nodes in trace order, where its phases
+    begin and its modules ran, and the names behind its placeholders."""
+
+    nodes: list[torch.fx.Node]
+    marks: _Marks
+    param_names: list[str]
+    buffer_names: list[str]
+    state_names: list[str]
+    states_per_param: int
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Colocation groups (`_colocation_groups`), named `param:<parameter>`."""
+
+    producers: dict[torch.fx.Node, str]  # op making a parameter's gradient -> its group
+    of_node: dict[torch.fx.Node, str]  # every op in a group -> the group
+
+
+def _trace_step(
+    model: nn.Module, inputs: Sequence[Tensor], target: Any, loss_fn: LossFn, opt: Optimizer
+) -> _Step:
+    """Trace: the step under `make_fx` with fake tensors (`_trace`), so nothing is
+    computed and full-size models capture on a laptop."""
     gm, marks, param_names, state_names = _trace(model, inputs, target, loss_fn, opt)
-    nodes: list[torch.fx.Node] = list(gm.graph.nodes)
     buffer_names = [n for n, _ in model.named_buffers()]
+    nodes = list(gm.graph.nodes)
+    return _Step(nodes, marks, param_names, buffer_names, state_names, opt.states_per_param)
 
-    # Placeholders come in the order of step()'s flattened arguments.
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    n_p, n_b, n_s = len(param_names), len(buffer_names), len(state_names)
-    kind: dict[torch.fx.Node, tuple[str, str]] = {}  # node -> (op type, owning parameter)
-    for node, pname in zip(placeholders[:n_p], param_names, strict=True):
-        kind[node] = ("param", pname)
-    for node, bname in zip(placeholders[n_p : n_p + n_b], buffer_names, strict=True):
-        kind[node] = ("buffer", bname)
-    k = opt.states_per_param
-    for j, node in enumerate(placeholders[n_p + n_b : n_p + n_b + n_s]):
-        kind[node] = ("optimizer_state", param_names[j // k])
-    for node in placeholders[n_p + n_b + n_s :]:
-        kind[node] = ("input", "")
 
-    def owner_module(param: str) -> str:
-        return param.rsplit(".", 1)[0] if "." in param else ROOT_MODULE
+def _fold_views(nodes: Sequence[torch.fx.Node]) -> _Sources:
+    """Fold views: the node whose data each node holds. A placeholder or a real op holds
+    its own; a view, alias or `getitem` holds its first input's source.
 
-    # Forward module of each node index, innermost span wins (spans close inner-first).
-    forward_module: dict[int, str] = {}
-    for path, start, end in marks.module_spans:
-        for i in range(start, end):
-            forward_module.setdefault(i, path)
-    model_end = max((end for _, _, end in marks.module_spans), default=0)
-
-    def forward_module_of(i: int) -> str:
-        # outside every submodule: the model's own forward code, then the loss
-        return forward_module.get(i, ROOT_MODULE if i < model_end else LOSS_MODULE)
-
-    # Backward ops are tagged with their forward op's autograd sequence number; map it to
-    # that op's module (views included: their backward ops are real kernels).
-    seq_module: dict[int, str] = {}
-    for i, node in enumerate(nodes[: marks.backward_start]):
-        seq = node.meta.get("seq_nr")
-        if node.op == "call_function" and seq is not None:
-            seq_module.setdefault(int(seq), forward_module_of(i))
-    trace_index = {node: i for i, node in enumerate(nodes)}  # == node count when created
-
-    # Fold views: each node's data comes from a real op (or placeholder).
-    source: dict[torch.fx.Node, torch.fx.Node] = {}
+    Why: such nodes launch no kernel and move no bytes, so as ops of their own they would
+    only add free ops and extra edges; folded, their readers read the op that made the
+    data, and the executor runs them with that op.
+    """
+    source: _Sources = {}
     for node in nodes:
         if node.op in ("placeholder", "call_function") and not _is_view(node):
             source[node] = node
@@ -367,91 +409,236 @@ def capture(
             first = next((a for a in node.all_input_nodes), None)
             if first is not None:
                 source[node] = source.get(first, first)
+    return source
 
-    # Colocation groups: a parameter with its optimizer state, gradient producer and
-    # update ops. Parameters whose gradients come from one op (e.g. batch norm's weight
-    # and bias) share one group.
-    flat_outputs: Any = nodes[-1].args[0]  # loss, grads, new params, new states, flattened
-    grads = flat_outputs[1 : 1 + n_p]
-    group_name = {p: f"param:{p}" for p in param_names}
-    producer_group: dict[torch.fx.Node, str] = {}
-    for pname, grad in zip(param_names, grads, strict=True):
+
+def _op_nodes(nodes: Sequence[torch.fx.Node], source: _Sources) -> list[torch.fx.Node]:
+    """The nodes that become ops, in trace order: that order is the op index."""
+    return [node for node in nodes if source.get(node) is node]
+
+
+def _number_ops(nodes: Sequence[torch.fx.Node], source: _Sources) -> dict[torch.fx.Node, int]:
+    """The node-to-op map: the index of the op each node runs with, its own or (folded
+    away) its source's. Nodes with no op (the output) are left out.
+
+    Why here: this is where the folding is decided, so the map is made once with it
+    rather than re-derived later from node names.
+    """
+    index = {node: i for i, node in enumerate(_op_nodes(nodes, source))}
+    return {node: index[src] for node, src in source.items() if src in index}
+
+
+def _placeholder_kinds(step: _Step) -> dict[torch.fx.Node, tuple[str, str]]:
+    """(op type, owning parameter or buffer) of each placeholder. Placeholders come in the
+    order of `step()`'s flattened arguments: parameters, buffers, optimizer state (each
+    parameter's in turn), inputs."""
+    placeholders = [n for n in step.nodes if n.op == "placeholder"]
+    n_p, n_b, n_s = len(step.param_names), len(step.buffer_names), len(step.state_names)
+    kind: dict[torch.fx.Node, tuple[str, str]] = {}
+    for node, pname in zip(placeholders[:n_p], step.param_names, strict=True):
+        kind[node] = ("param", pname)
+    for node, bname in zip(placeholders[n_p : n_p + n_b], step.buffer_names, strict=True):
+        kind[node] = ("buffer", bname)
+    k = step.states_per_param
+    for j, node in enumerate(placeholders[n_p + n_b : n_p + n_b + n_s]):
+        kind[node] = ("optimizer_state", step.param_names[j // k])
+    for node in placeholders[n_p + n_b + n_s :]:
+        kind[node] = ("input", "")
+    return kind
+
+
+def _phases(step: _Step, source: _Sources) -> dict[torch.fx.Node, str]:
+    """The phase of each op that is not a placeholder (those hold data, not kernels), by
+    where in the trace it was recorded; the keys are these ops in trace order."""
+    marks = step.marks
+    phase: dict[torch.fx.Node, str] = {}
+    for i, node in enumerate(step.nodes):
+        if source.get(node) is not node or node.op == "placeholder":
+            continue
+        if i < marks.backward_start:
+            phase[node] = "forward"
+        elif i < marks.optimizer_start:
+            phase[node] = "backward"
+        else:
+            phase[node] = "optimizer"
+    return phase
+
+
+def _colocation_groups(
+    step: _Step,
+    source: _Sources,
+    kinds: dict[torch.fx.Node, tuple[str, str]],
+    phase: dict[torch.fx.Node, str],
+) -> _Groups:
+    """Colocation groups: a parameter with its optimizer state, the op producing its
+    gradient and its update ops. Parameters whose gradients come from one op (e.g. batch
+    norm's weight and bias) share one group; an update op takes the group of its last
+    input that has one.
+
+    Why: the update reads the parameter, its state and its gradient, all as big as the
+    parameter, and a framework updates the parameter where it lives.
+    """
+    flat_outputs: Any = step.nodes[-1].args[0]  # loss, grads, new params, new states
+    grads = flat_outputs[1 : 1 + len(step.param_names)]
+    of_param = {p: f"param:{p}" for p in step.param_names}
+    producers: dict[torch.fx.Node, str] = {}
+    for pname, grad in zip(step.param_names, grads, strict=True):
         if not isinstance(grad, torch.fx.Node):
             continue
         producer = source.get(grad, grad)
-        if producer in producer_group:
-            group_name[pname] = producer_group[producer]
+        if producer in producers:
+            of_param[pname] = producers[producer]
         else:
-            producer_group[producer] = group_name[pname]
+            producers[producer] = of_param[pname]
+    of_node = dict(producers)
+    for node, (op_type, owner) in kinds.items():
+        if op_type in ("param", "optimizer_state"):
+            of_node[node] = of_param[owner]
+    for node, node_phase in phase.items():
+        if node in producers:
+            continue
+        if node_phase == "optimizer":
+            groups = _input_groups(node, source, of_node)
+            if groups:
+                of_node[node] = groups[-1]
+    return _Groups(producers, of_node)
 
-    ops: list[dict[str, Any]] = []
-    edges: dict[tuple[str, str], int] = {}
-    group_of: dict[torch.fx.Node, str] = dict(producer_group)
+
+def _input_groups(
+    node: torch.fx.Node, source: _Sources, of_node: dict[torch.fx.Node, str]
+) -> list[str]:
+    """The colocation groups of the ops `node` reads, in argument order."""
+    return [of_node[src] for a in node.all_input_nodes if (src := source.get(a)) in of_node]
+
+
+def _owner_module(param: str) -> str:
+    """The module that owns parameter (or buffer) `param`."""
+    return param.rsplit(".", 1)[0] if "." in param else ROOT_MODULE
+
+
+def _modules(
+    step: _Step,
+    source: _Sources,
+    phase: dict[torch.fx.Node, str],
+    groups: _Groups,
+) -> dict[torch.fx.Node, str]:
+    """The owning module of each op that is not a placeholder (`_placeholder_op` names
+    theirs): a forward op's innermost running module, a backward op's forward op's
+    module, an update's parameter's module; an op producing a parameter's gradient
+    belongs to that parameter's module.
+
+    Why: expert placements and plots group ops by module, for all three phases.
+    """
+    forward_module_of = _forward_modules(step.marks)
+    seq_module = _sequence_modules(step, forward_module_of)
     module_of: dict[torch.fx.Node, str] = {}
-    for node in nodes:
-        if source.get(node) is not node:
+    for i, node in enumerate(step.nodes):
+        node_phase = phase.get(node)
+        if node_phase is None:
             continue
-        out = node.meta.get("val")
-        if node.op == "placeholder":
-            op_type, owner = kind[node]
-            owns = op_type in ("param", "buffer", "optimizer_state")
-            group = group_name[owner] if op_type in ("param", "optimizer_state") else None
-            if group:
-                group_of[node] = group
-            ops.append({
-                "name": node.name, "type": op_type, "flops": 0, "bytes": 0,
-                # an owned buffer is counted once, as param_bytes: its "output" is that
-                # same storage (copies to other devices are sized by the edges)
-                "output_bytes": 0 if owns else _nbytes(out),
-                "param_bytes": _nbytes(out) if owns else 0,
-                "temp_bytes": 0, "colocation": group, "phase": "forward",
-                "module": owner_module(owner) if owns else "",
-            })  # fmt: skip
-            continue
-        i = trace_index[node]
-        seq = node.meta.get("seq_nr")
-        if i < marks.backward_start:
-            phase, module = "forward", forward_module_of(i)
-        elif i < marks.optimizer_start:
-            phase, module = "backward", seq_module.get(int(seq), "") if seq is not None else ""
-            # The engine sums the gradients of a tensor used several times (a weight
-            # shared across time steps) while running whichever node comes next, so the
-            # sum gets that node's tag; it belongs with the gradients it adds up.
-            if _base_name(node) == "add":
-                owners = {module_of.get(source.get(a, a), "") for a in node.all_input_nodes}
-                if len(owners) == 1 and "" not in owners:
-                    module = owners.pop()
+        if node_phase == "forward":
+            module = forward_module_of(i)
+        elif node_phase == "backward":
+            module = _backward_module(node, source, seq_module, module_of)
         else:
-            phase, module = "optimizer", ""
-        inputs_bytes = sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes)
-        op: dict[str, Any] = {
-            "name": node.name, "type": str(node.target), "flops": _flops(node, out),
-            "bytes": inputs_bytes + _nbytes(out), "output_bytes": _nbytes(out),
-            "param_bytes": 0, "temp_bytes": 0, "colocation": None, "phase": phase,
-            "module": module, "signature": _signature(node),
-        }  # fmt: skip
+            updated = _input_groups(node, source, groups.of_node)
+            module = _owner_module(updated[0].removeprefix("param:")) if updated else ""
+        if node in groups.producers:  # it makes a parameter's gradient: it belongs there
+            module = _owner_module(groups.producers[node].removeprefix("param:"))
+        module_of[node] = module
+    return module_of
+
+
+def _forward_modules(marks: _Marks) -> Callable[[int], str]:
+    """The module a forward node ran in, by its trace index: the innermost span wins
+    (spans close inner-first); outside every submodule, the model's own forward code,
+    then the loss."""
+    forward_module: dict[int, str] = {}
+    for path, start, end in marks.module_spans:
+        for i in range(start, end):
+            forward_module.setdefault(i, path)
+    model_end = max((end for _, _, end in marks.module_spans), default=0)
+
+    def forward_module_of(i: int) -> str:
+        return forward_module.get(i, ROOT_MODULE if i < model_end else LOSS_MODULE)
+
+    return forward_module_of
+
+
+def _sequence_modules(step: _Step, forward_module_of: Callable[[int], str]) -> dict[int, str]:
+    """Autograd sequence number -> module of the forward op it numbers (views included:
+    their backward ops are real kernels). Backward ops are tagged with their forward
+    op's number (`_tag_backward`)."""
+    seq_module: dict[int, str] = {}
+    for i, node in enumerate(step.nodes[: step.marks.backward_start]):
+        seq = node.meta.get("seq_nr")
+        if node.op == "call_function" and seq is not None:
+            seq_module.setdefault(int(seq), forward_module_of(i))
+    return seq_module
+
+
+def _backward_module(
+    node: torch.fx.Node,
+    source: _Sources,
+    seq_module: dict[int, str],
+    module_of: dict[torch.fx.Node, str],
+) -> str:
+    """The module of a backward op: its forward op's (by autograd sequence number)."""
+    seq = node.meta.get("seq_nr")
+    module = seq_module.get(int(seq), "") if seq is not None else ""
+    # The engine sums the gradients of a tensor used several times (a weight
+    # shared across time steps) while running whichever node comes next, so the
+    # sum gets that node's tag; it belongs with the gradients it adds up.
+    if _base_name(node) == "add":
+        owners = {module_of.get(source.get(a, a), "") for a in node.all_input_nodes}
+        if len(owners) == 1 and "" not in owners:
+            module = owners.pop()
+    return module
+
+
+def _placeholder_op(
+    node: torch.fx.Node, kind: tuple[str, str], group: str | None
+) -> dict[str, Any]:
+    """A placeholder's op: data, no kernel. Parameters, buffers and optimizer state own
+    their bytes (`param_bytes`) for the whole step."""
+    op_type, owner = kind
+    owns = op_type in ("param", "buffer", "optimizer_state")
+    out = node.meta.get("val")
+    return {
+        "name": node.name, "type": op_type, "flops": 0, "bytes": 0,
+        # an owned buffer is counted once, as param_bytes: its "output" is that
+        # same storage (copies to other devices are sized by the edges)
+        "output_bytes": 0 if owns else _nbytes(out),
+        "param_bytes": _nbytes(out) if owns else 0,
+        "temp_bytes": 0, "colocation": group, "phase": "forward",
+        "module": _owner_module(owner) if owns else "",
+    }  # fmt: skip
+
+
+def _kernel_op(node: torch.fx.Node, phase: str, module: str, group: str | None) -> dict[str, Any]:
+    """A kernel's op: its FLOPs, the bytes it reads and writes, its output's size, and its
+    signature (equal signatures cost the same; the profiler re-creates the call)."""
+    out = node.meta.get("val")
+    inputs_bytes = sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes)
+    return {
+        "name": node.name, "type": str(node.target), "flops": _flops(node, out),
+        "bytes": inputs_bytes + _nbytes(out), "output_bytes": _nbytes(out),
+        "param_bytes": 0, "temp_bytes": 0, "colocation": group, "phase": phase,
+        "module": module, "signature": _signature(node),
+    }  # fmt: skip
+
+
+def _edges(nodes: Sequence[torch.fx.Node], source: _Sources) -> dict[tuple[str, str], int]:
+    """(producer, consumer) -> bytes: each kernel op reads its inputs from their source
+    ops; several views of one output read as one edge, as big as the largest."""
+    edges: dict[tuple[str, str], int] = {}
+    for node in _op_nodes(nodes, source):
+        if node.op == "placeholder":
+            continue
         for arg in node.all_input_nodes:
             src = source.get(arg)
             if src is None:
                 continue
             key = (src.name, node.name)
             edges[key] = max(edges.get(key, 0), _nbytes(arg.meta.get("val")))
-            if phase == "optimizer" and src in group_of:
-                op["colocation"] = group_of[src]
-                op["module"] = op["module"] or owner_module(group_of[src].removeprefix("param:"))
-        if node in producer_group:  # it makes a parameter's gradient: it belongs there
-            op["colocation"] = producer_group[node]
-            op["module"] = owner_module(producer_group[node].removeprefix("param:"))
-        module_of[node] = op["module"]
-        if op["colocation"] is not None:
-            group_of[node] = op["colocation"]
-        ops.append(op)
-
-    doc = {
-        "format": "eagle-graph/1",
-        "name": name,
-        "meta": {"torch": torch.__version__, "optimizer": opt.kind},
-        "ops": ops,
-        "edges": [{"src": s, "dst": d, "bytes": b} for (s, d), b in edges.items()],
-    }
-    return OpGraph.from_dict(doc)
+    return edges

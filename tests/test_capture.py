@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from simulator import OpGraph
-from suites.capture import PLACEHOLDER_TYPES, VIEW_OPS, capture
+from simulator.hardware.executor import OP_INDEX
+from suites.capture import PLACEHOLDER_TYPES, VIEW_OPS, capture, trace_program
 from suites.models import bert, gnmt, inception_v3
 
 MATMUL_TYPES = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default"}
@@ -68,6 +69,28 @@ def test_names_are_stable_between_captures():
     _, b = mlp_step()
     assert a.names == b.names
     assert a.edge_src.tolist() == b.edge_src.tolist()
+
+
+def test_each_traced_node_carries_the_op_it_runs_with():
+    # trace_program stamps every node with its op: a node that is an op carries its own
+    # index (same name), a folded view or getitem the op of the node it reads first.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN, HID), nn.ReLU(), nn.Linear(HID, OUT))
+    x, y = torch.randn(B, IN), torch.randint(0, OUT, (B,))
+    g = capture(model, (x,), y, nn.functional.cross_entropy)
+    module, _ = trace_program(model, (x,), y, nn.functional.cross_entropy)
+    seen: dict[torch.fx.Node, int] = {}
+    for node in module.graph.nodes:
+        if node.op == "output":
+            assert OP_INDEX not in node.meta
+            continue
+        if node.name in g.names:
+            assert node.meta[OP_INDEX] == g.index(node.name)
+        else:
+            assert node.meta[OP_INDEX] == seen[node.all_input_nodes[0]], node.name
+        seen[node] = node.meta[OP_INDEX]
+    assert set(seen.values()) == set(range(g.num_ops))
+    assert len(seen) > g.num_ops  # some nodes were folded
 
 
 def check_modules_and_colocation(g: OpGraph) -> None:

@@ -56,6 +56,8 @@ from simulator.errors import SimulatorError
 from simulator.graph import FloatArray, IntArray, OpGraph
 from simulator.placement import check_placement
 
+OP_INDEX = "eagle_op"  # fx node meta: the index of the op the node runs with
+
 
 class ExecutorError(SimulatorError):
     """A program that does not match its graph, or a device this machine lacks."""
@@ -527,27 +529,35 @@ def keep_freed_memory() -> bool:
 
 
 def op_of_nodes(module: torch.fx.GraphModule, graph: OpGraph) -> dict[torch.fx.Node, int]:
-    """The op each traced node runs with: its own (same name), or for a node the capture
-    folded away (a view, `getitem`) the op of the node it reads first."""
+    """The op each traced node runs with, as the capture numbered it while tracing
+    (`node.meta[OP_INDEX]`, set by `suites.capture.trace_program`): its own op, or for a
+    node the capture folded away (a view, `getitem`) the op of the node it was folded
+    into. The numbering is checked against `graph`'s op names, so that a program and a
+    graph of different captures are refused instead of run."""
     op_of: dict[torch.fx.Node, int] = {}
+    own_name: dict[int, str] = {}  # op -> its own node: the first to run with it
     for node in module.graph.nodes:
         if node.op == "output":
             continue
-        i = graph._index.get(node.name)
-        if i is None:
-            first = node.all_input_nodes[0] if node.all_input_nodes else None
-            if first is None or first not in op_of:
-                raise ExecutorError(
-                    f"node {node.name!r} of the program is no op of graph {graph.name!r} "
-                    "and reads no op; program and graph come from different captures"
-                )
-            i = op_of[first]
+        i = node.meta.get(OP_INDEX)
+        if not isinstance(i, int):
+            raise ExecutorError(
+                f"node {node.name!r} of the program carries no op index; trace the "
+                "program with suites.capture.trace_program"
+            )
         op_of[node] = i
-    missing = set(range(graph.num_ops)) - set(op_of.values())
-    if missing:
+        own_name.setdefault(i, node.name)
+    for i, name in enumerate(graph.names):
+        if own_name.get(i) != name:
+            raise ExecutorError(
+                f"op {name!r} of graph {graph.name!r} is not in the program; program and "
+                "graph come from different captures"
+            )
+    if len(own_name) != graph.num_ops:
+        extra = min(set(own_name) - set(range(graph.num_ops)))
         raise ExecutorError(
-            f"op {graph.names[min(missing)]!r} of graph {graph.name!r} is not in the "
-            "program; program and graph come from different captures"
+            f"node {own_name[extra]!r} of the program is no op of graph {graph.name!r}; "
+            "program and graph come from different captures"
         )
     return op_of
 
