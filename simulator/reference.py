@@ -10,15 +10,21 @@ cost its extension of rule 1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeVar
+
 import numpy as np
 import numpy.typing as npt
 
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.engine import _validity
-from simulator.graph import OpGraph
+from simulator.graph import FloatArray, OpGraph
 from simulator.placement import check_placement
 from simulator.result import SimResult, Trace
+
+Copy = tuple[int, int]  # (producer op, destination device): rule 3's unit of transfer
+T = TypeVar("T")
 
 
 def simulate_reference(
@@ -28,200 +34,281 @@ def simulate_reference(
     cost_model: CostModel,
     trace: bool = False,
 ) -> SimResult:
-    place = check_placement(graph, cluster, placement).tolist()
-    n, D = graph.num_ops, cluster.num_devices
-    times = cost_model.op_times(graph, cluster)
-    dur = [float(times[i, place[i]]) for i in range(n)]  # alone; contention set at start
-    host, contention = cluster.host_index.tolist(), cluster.contention.tolist()
-    preds = [graph.predecessors(i).tolist() for i in range(n)]
-    succs = [graph.successors(i).tolist() for i in range(n)]
+    """Simulate one step of `placement`, instant by instant. Each rule has its helper:
 
-    # Rule 3: one copy per (producer, remote device), as big as its largest edge there.
-    copy_bytes: dict[tuple[int, int], float] = {}
+    1. one op at a time per device, for the cost model's time: `_Step.fix_duration`;
+    2. ready ops run first-ready-first, ties to the lower op index: `_Step.next_op`;
+    3. a copy per (producer, destination) over FIFO links: `_copy_sizes`,
+       `_Step.start_links` (and `_Step.next_own_copy` on by-sender links);
+    4. the step time is the last finish: `_Step.advance`;
+    5. memory and validity: `_Step.memory_in_use`, `_Step.result`;
+    6. determinism, every choice the least (time, index): `_earliest`.
+    """
+    place = check_placement(graph, cluster, placement).tolist()
+    step = _Step(graph, place, cluster, cost_model)
+    while True:
+        started = [i for d in range(step.num_devices) if (i := step.start_device(d)) is not None]
+        for i in started:  # once every start of this instant is made
+            step.fix_duration(i)
+        step.start_links()
+        step.record_memory()
+        if not step.advance():
+            return step.result(trace)
+
+
+def _earliest(candidates: Iterable[tuple[float, T]]) -> T | None:
+    """Rule 6: every choice takes the least (time, index) pair, never whichever comes
+    first in some container, so the same inputs give the same schedule."""
+    best = min(candidates, default=None)
+    return None if best is None else best[1]
+
+
+def _copy_sizes(graph: OpGraph, place: list[int]) -> dict[Copy, float]:
+    """Rule 3: one copy per (producer, remote device), as big as its largest edge there."""
+    copy_bytes: dict[Copy, float] = {}
     for s, d, b in zip(graph.edge_src, graph.edge_dst, graph.edge_bytes, strict=True):
         if place[s] != place[d]:
             key = (int(s), place[d])
             copy_bytes[key] = max(copy_bytes.get(key, float(b)), float(b))
-    copies = sorted(copy_bytes)
-    ops_on: list[list[int]] = [[] for _ in range(D)]
-    for i in range(n):
-        ops_on[place[i]].append(i)
-    copies_from: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    copies_into: list[list[tuple[int, int]]] = [[] for _ in range(D)]
-    for k in copies:
-        copies_from[k[0]].append(k)
-        copies_into[k[1]].append(k)
+    return copy_bytes
 
-    op_start: list[float | None] = [None] * n
-    op_end: list[float] = [0.0] * n
-    op_done = [False] * n
-    copy_start: dict[tuple[int, int], float] = {}
-    copy_end: dict[tuple[int, int], float] = {}
-    copy_done: set[tuple[int, int]] = set()
-    # what a device is doing: an op, one of its own copies (by-sender links), or nothing
-    running: list[int | tuple[int, int] | None] = [None] * D
-    link_copy: dict[tuple[int, int], tuple[int, int] | None] = {}
 
-    def arrived(p: int, d: int) -> bool:
-        return op_done[p] if place[p] == d else (p, d) in copy_done
+class _Step:
+    """One simulated step: what has started and finished so far, at time `t`."""
 
-    def arrival_time(p: int, d: int) -> float:
-        return op_end[p] if place[p] == d else copy_end[(p, d)]
+    def __init__(
+        self, graph: OpGraph, place: list[int], cluster: Cluster, cost_model: CostModel
+    ) -> None:
+        self.graph, self.place, self.cluster, self.cost_model = graph, place, cluster, cost_model
+        n = graph.num_ops
+        self.num_devices = D = cluster.num_devices
+        times = cost_model.op_times(graph, cluster)
+        self.dur = [float(times[i, place[i]]) for i in range(n)]  # alone; contention at start
+        self.host, self.contention = cluster.host_index.tolist(), cluster.contention.tolist()
+        self.preds = [graph.predecessors(i).tolist() for i in range(n)]
+        self.succs = [graph.successors(i).tolist() for i in range(n)]
+        self.copy_bytes = _copy_sizes(graph, place)
+        self.copies = sorted(self.copy_bytes)
+        self.ops_on: list[list[int]] = [[] for _ in range(D)]
+        for i in range(n):
+            self.ops_on[place[i]].append(i)
+        self.copies_from: list[list[Copy]] = [[] for _ in range(n)]
+        self.copies_into: list[list[Copy]] = [[] for _ in range(D)]
+        for k in self.copies:
+            self.copies_from[k[0]].append(k)
+            self.copies_into[k[1]].append(k)
 
-    def slowdown_from(o: int, d: int) -> float:
-        """What host-mate `o` adds to an op of `d`: running an op or a copy of its own,
-        or waiting with ops yet to start; nothing once it is done or on another host."""
-        if o == d or host[o] != host[d]:
-            return 0.0
-        if running[o] is not None:
-            return float(contention[d][0])
-        if any(op_start[j] is None for j in ops_on[o]):
-            return float(contention[d][1])
-        return 0.0
+        self.t = 0.0
+        self.op_start: list[float | None] = [None] * n
+        self.op_end: list[float] = [0.0] * n
+        self.op_done = [False] * n
+        self.copy_start: dict[Copy, float] = {}
+        self.copy_end: dict[Copy, float] = {}
+        self.copy_done: set[Copy] = set()
+        # what a device is doing: an op, one of its own copies (by-sender links), or nothing
+        self.running: list[int | Copy | None] = [None] * D
+        self.link_copy: dict[tuple[int, int], Copy | None] = {}
+        self.peak = [0.0] * D
 
-    def last_finish(d: int) -> float:
-        """When `d` last finished an op or a copy of its own (0: the step's start)."""
-        ends = [op_end[j] for j in ops_on[d] if op_done[j]]
-        ends += [copy_end[k] for k in copy_done if place[k[0]] == d and by_sender(k)]
-        return max(ends, default=0.0)
+    # ---- rules 1-3: starting work ----------------------------------------------------
 
-    def by_sender(k: tuple[int, int]) -> bool:
-        return bool(cluster.by_sender[place[k[0]], k[1]])
+    def start_device(self, d: int) -> int | None:
+        """An idle device starts work: first its own copies of the ops it finished (by-sender
+        links), else its next ready op. Returns the op it started, if any."""
+        if self.running[d] is not None:
+            return None
+        k = self.next_own_copy(d)
+        if k is not None:
+            self.copy_start[k], self.copy_end[k] = self.t, self.t + self.copy_time(k)
+            self.running[d] = k
+            return None
+        i = self.next_op(d)
+        if i is not None:
+            self.running[d], self.op_start[i] = i, self.t
+        return i
 
-    def copy_time(k: tuple[int, int]) -> float:
-        src, dst = place[k[0]], k[1]
-        return float(
-            cost_model.link_latency[src, dst] + copy_bytes[k] / cost_model.link_bandwidth[src, dst]
+    def fix_duration(self, i: int) -> None:
+        """Rule 1: an op runs alone on its device for the cost model's time. On a shared
+        host it slows by each host-mate running or waiting at its start, and it pays the
+        wake-up cost if its device has done nothing for long (`engine.py`'s extension)."""
+        d = self.place[i]
+        self.dur[i] *= 1.0 + sum(self.slowdown_from(o, d) for o in range(self.num_devices))
+        if self.contention[d][2] > 0 and self.t - self.last_finish(d) >= self.contention[d][3]:
+            self.dur[i] += self.contention[d][2]
+        self.op_end[i] = self.t + self.dur[i]
+
+    def next_op(self, d: int) -> int | None:
+        """Rule 2: of `d`'s ops whose inputs have all arrived, the one that became ready
+        first (its last input arrived first); ties go to the lower op index."""
+        return _earliest(
+            (max((self.arrival_time(p, d) for p in self.preds[i]), default=0.0), i)
+            for i in self.ops_on[d]
+            if self.op_start[i] is None and all(self.arrived(p, d) for p in self.preds[i])
         )
 
-    def memory_in_use(d: int) -> float:
-        total = 0.0
-        for i in ops_on[d]:
-            if op_start[i] is None:
-                continue
-            if not op_done[i]:
-                total += float(graph.temp_bytes[i])
-            still_needed = (
-                not op_done[i]
-                or any(not op_done[c] for c in succs[i] if place[c] == d)
-                or any(k not in copy_done for k in copies_from[i])
-            )
-            if still_needed:
-                total += float(graph.output_bytes[i])
-        for p, dd in copies_into[d]:
-            if (p, dd) in copy_start and any(not op_done[c] for c in succs[p] if place[c] == d):
-                total += copy_bytes[(p, dd)]
-        return total
+    def next_own_copy(self, d: int) -> Copy | None:
+        """Rule 3 on by-sender links: the device copies its finished ops' outputs itself,
+        before its next op, the earliest-finished producer first, then by destination."""
+        return _earliest(
+            (self.op_end[k[0]], k)
+            for i in self.ops_on[d]
+            if self.op_done[i]
+            for k in self.copies_from[i]
+            if self.by_sender(k) and k not in self.copy_start
+        )
 
-    t = 0.0
-    peak = [0.0] * D
-    while True:
-        # Rules 1-2: an idle device starts its ready op that became ready first; but first
-        # its own copies (by-sender links) of the op it finished last, in copy order.
-        started = []
-        for d in range(D):
-            if running[d] is not None:
-                continue
-            own = [
-                (op_end[k[0]], k)
-                for i in ops_on[d]
-                if op_done[i]
-                for k in copies_from[i]
-                if by_sender(k) and k not in copy_start
-            ]
-            if own:
-                _, k = min(own)
-                copy_start[k], copy_end[k] = t, t + copy_time(k)
-                running[d] = k
-                continue
-            ready = [
-                (max((arrival_time(p, d) for p in preds[i]), default=0.0), i)
-                for i in ops_on[d]
-                if op_start[i] is None and all(arrived(p, d) for p in preds[i])
-            ]
-            if ready:
-                _, i = min(ready)
-                running[d], op_start[i] = i, t
-                started.append(i)
-        # An op slows by each host-mate running or waiting, once this instant has started,
-        # and pays the wake-up cost if its device has done nothing for long.
-        for i in started:
-            d = place[i]
-            dur[i] *= 1.0 + sum(slowdown_from(o, d) for o in range(D))
-            if contention[d][2] > 0 and t - last_finish(d) >= contention[d][3]:
-                dur[i] += contention[d][2]
-            op_end[i] = t + dur[i]
-        # Rule 3: an idle link starts the copy that became ready first.
+    def start_links(self) -> None:
+        """Rule 3: each idle link starts the copy that became ready first (its producer
+        finished first; ties: the lower producer index). By-sender links have no queue."""
+        D = self.num_devices
         for src in range(D):
             for dst in range(D):
-                if link_copy.get((src, dst)) is not None or cluster.by_sender[src, dst]:
+                if self.link_copy.get((src, dst)) is not None or self.cluster.by_sender[src, dst]:
                     continue
-                ready_copies = [
-                    (op_end[p], p)
-                    for p, dd in copies_into[dst]
-                    if place[p] == src and op_done[p] and (p, dd) not in copy_start
-                ]
-                if ready_copies:
-                    _, p = min(ready_copies)
-                    copy_start[(p, dst)] = t
-                    copy_end[(p, dst)] = t + copy_time((p, dst))
-                    link_copy[(src, dst)] = (p, dst)
-        # Rule 5: memory, summed from each buffer's lifetime.
-        for d in range(D):
-            peak[d] = max(peak[d], memory_in_use(d))
+                p = _earliest(
+                    (self.op_end[p], p)
+                    for p, dd in self.copies_into[dst]
+                    if self.place[p] == src and self.op_done[p] and (p, dd) not in self.copy_start
+                )
+                if p is not None:
+                    self.copy_start[(p, dst)] = self.t
+                    self.copy_end[(p, dst)] = self.t + self.copy_time((p, dst))
+                    self.link_copy[(src, dst)] = (p, dst)
 
-        # Advance to the next finish; everything finishing then completes together.
-        def end(work: int | tuple[int, int]) -> float:
-            return copy_end[work] if isinstance(work, tuple) else op_end[work]
+    # ---- rule 4: time moves on ---------------------------------------------------------
 
-        ends = [end(w) for w in running if w is not None]
-        ends += [copy_end[k] for k in link_copy.values() if k is not None]
+    def advance(self) -> bool:
+        """Rule 4: time moves to the next finish, and all work finishing then completes
+        together; once nothing runs, `t` is the last finish, the step time. False then."""
+        ends = [self.end(w) for w in self.running if w is not None]
+        ends += [self.copy_end[k] for k in self.link_copy.values() if k is not None]
         if not ends:
-            break
-        t = min(ends)
-        for d in range(D):
-            now = running[d]
-            if now is None or end(now) != t:
+            return False
+        self.t = min(ends)
+        for d in range(self.num_devices):
+            now = self.running[d]
+            if now is None or self.end(now) != self.t:
                 continue
             if isinstance(now, tuple):
-                copy_done.add(now)
+                self.copy_done.add(now)
             else:
-                op_done[now] = True
-            running[d] = None
-        for link, flying in link_copy.items():
-            if flying is not None and copy_end[flying] == t:
-                copy_done.add(flying)
-                link_copy[link] = None
+                self.op_done[now] = True
+            self.running[d] = None
+        for link, flying in self.link_copy.items():
+            if flying is not None and self.copy_end[flying] == self.t:
+                self.copy_done.add(flying)
+                self.link_copy[link] = None
+        return True
 
-    assert all(op_done), "every op of a DAG runs"
-    place_array = np.array(place, dtype=np.int64)
-    params = np.bincount(place_array, weights=graph.param_bytes, minlength=D)
-    peak_memory = np.array(peak, dtype=np.float64) + params
-    valid, reason = _validity(graph, cluster, place_array, peak_memory)
-    busy = np.zeros(D)
-    for i in range(n):
-        busy[place[i]] += dur[i]
-    for k in copies:
-        if by_sender(k):
-            busy[place[k[0]]] += copy_time(k)
-    record = None
-    if trace:
-        record = Trace(
-            op_start=np.array(op_start, dtype=np.float64),
-            op_end=np.array(op_end),
-            copy_op=np.array([p for p, _ in copies], dtype=np.int64),
-            copy_src=np.array([place[p] for p, _ in copies], dtype=np.int64),
-            copy_dst=np.array([d for _, d in copies], dtype=np.int64),
-            copy_bytes=np.array([copy_bytes[k] for k in copies]),
-            copy_start=np.array([copy_start[k] for k in copies]),
-            copy_end=np.array([copy_end[k] for k in copies]),
+    # ---- rule 5: memory, and the result ----------------------------------------------
+
+    def record_memory(self) -> None:
+        """Rule 5: each device's peak, taken after the starts of each instant (allocations
+        happen only then)."""
+        for d in range(self.num_devices):
+            self.peak[d] = max(self.peak[d], self.memory_in_use(d))
+
+    def memory_in_use(self, d: int) -> float:
+        """Rule 5, summed from each buffer's lifetime: an output from its producer's start
+        until its consumers on `d` are done and its copies have left; a received copy from
+        its start until its consumers on `d` are done; scratch while its op runs."""
+        total = 0.0
+        for i in self.ops_on[d]:
+            if self.op_start[i] is None:
+                continue
+            if not self.op_done[i]:
+                total += float(self.graph.temp_bytes[i])
+            still_needed = (
+                not self.op_done[i]
+                or any(not self.op_done[c] for c in self.succs[i] if self.place[c] == d)
+                or any(k not in self.copy_done for k in self.copies_from[i])
+            )
+            if still_needed:
+                total += float(self.graph.output_bytes[i])
+        for p, dd in self.copies_into[d]:
+            if (p, dd) in self.copy_start and any(
+                not self.op_done[c] for c in self.succs[p] if self.place[c] == d
+            ):
+                total += self.copy_bytes[(p, dd)]
+        return total
+
+    def result(self, trace: bool) -> SimResult:
+        """The finished step: rule 5's validity (peak plus parameters against each
+        device's memory, colocation groups whole) and the totals."""
+        assert all(self.op_done), "every op of a DAG runs"
+        place = np.array(self.place, dtype=np.int64)
+        params = np.bincount(place, weights=self.graph.param_bytes, minlength=self.num_devices)
+        peak_memory = np.array(self.peak, dtype=np.float64) + params
+        valid, reason = _validity(self.graph, self.cluster, place, peak_memory)
+        return SimResult(
+            step_time=self.t,
+            valid=valid,
+            reason=reason,
+            peak_memory=peak_memory,
+            busy_time=self.busy_time(),
+            comm_bytes=float(sum(self.copy_bytes.values())),
+            trace=self.trace() if trace else None,
         )
-    return SimResult(
-        step_time=t,
-        valid=valid,
-        reason=reason,
-        peak_memory=peak_memory,
-        busy_time=busy,
-        comm_bytes=float(sum(copy_bytes.values())),
-        trace=record,
-    )
+
+    def busy_time(self) -> FloatArray:
+        """Seconds each device spent on its ops and on its own (by-sender) copies."""
+        busy = np.zeros(self.num_devices)
+        for i in range(self.graph.num_ops):
+            busy[self.place[i]] += self.dur[i]
+        for k in self.copies:
+            if self.by_sender(k):
+                busy[self.place[k[0]]] += self.copy_time(k)
+        return busy
+
+    def trace(self) -> Trace:
+        """When each op and copy started and ended."""
+        copies = self.copies
+        return Trace(
+            op_start=np.array(self.op_start, dtype=np.float64),
+            op_end=np.array(self.op_end),
+            copy_op=np.array([p for p, _ in copies], dtype=np.int64),
+            copy_src=np.array([self.place[p] for p, _ in copies], dtype=np.int64),
+            copy_dst=np.array([d for _, d in copies], dtype=np.int64),
+            copy_bytes=np.array([self.copy_bytes[k] for k in copies]),
+            copy_start=np.array([self.copy_start[k] for k in copies]),
+            copy_end=np.array([self.copy_end[k] for k in copies]),
+        )
+
+    # ---- what the rules read -----------------------------------------------------------
+
+    def arrived(self, p: int, d: int) -> bool:
+        """Whether op `p`'s output is on device `d`: done there, or copied there."""
+        return self.op_done[p] if self.place[p] == d else (p, d) in self.copy_done
+
+    def arrival_time(self, p: int, d: int) -> float:
+        return self.op_end[p] if self.place[p] == d else self.copy_end[(p, d)]
+
+    def end(self, work: int | Copy) -> float:
+        return self.copy_end[work] if isinstance(work, tuple) else self.op_end[work]
+
+    def by_sender(self, k: Copy) -> bool:
+        return bool(self.cluster.by_sender[self.place[k[0]], k[1]])
+
+    def copy_time(self, k: Copy) -> float:
+        src, dst = self.place[k[0]], k[1]
+        latency, bandwidth = self.cost_model.link_latency, self.cost_model.link_bandwidth
+        return float(latency[src, dst] + self.copy_bytes[k] / bandwidth[src, dst])
+
+    def slowdown_from(self, o: int, d: int) -> float:
+        """What host-mate `o` adds to an op of `d`: running an op or a copy of its own,
+        or waiting with ops yet to start; nothing once it is done or on another host."""
+        if o == d or self.host[o] != self.host[d]:
+            return 0.0
+        if self.running[o] is not None:
+            return float(self.contention[d][0])
+        if any(self.op_start[j] is None for j in self.ops_on[o]):
+            return float(self.contention[d][1])
+        return 0.0
+
+    def last_finish(self, d: int) -> float:
+        """When `d` last finished an op or a copy of its own (0: the step's start)."""
+        ends = [self.op_end[j] for j in self.ops_on[d] if self.op_done[j]]
+        ends += [
+            self.copy_end[k] for k in self.copy_done if self.place[k[0]] == d and self.by_sender(k)
+        ]
+        return max(ends, default=0.0)
