@@ -13,7 +13,14 @@ from torch import nn
 from torch.nn.functional import cross_entropy
 
 from simulator import Cluster, CostModel, simulate
-from simulator.hardware.executor import Executor, ExecutorError, Program, handoff_latency
+from simulator.hardware.executor import (
+    Executor,
+    ExecutorError,
+    ProcessRunner,
+    Program,
+    ThreadRunner,
+    handoff_latency,
+)
 from suites.capture import capture, trace_program
 
 
@@ -116,9 +123,14 @@ def test_thread_workers_agree(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.5)
     ex = Executor(program, graph, *cpu2)
     place = placements(graph)["alternating"]
-    runs = ex._run_threads(place, ex.order(place), runs=2)
+    runs = ThreadRunner(ex).run([place], [ex.order(place)], runs=2)[0]
     assert runs.loss == ex.reference_loss() and len(runs.times) == 2
     assert all(t > 0 for t in runs.times) and runs.starts[0] < runs.starts[1]
+
+
+def test_cpu_devices_run_as_processes(cpu2):
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    assert isinstance(Executor(program, graph, *cpu2).runner, ProcessRunner)
 
 
 def test_ops_run_in_the_simulators_order(cpu2):

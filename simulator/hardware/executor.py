@@ -42,8 +42,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -132,7 +132,8 @@ class Executor:
         self.index = {node: k for k, node in enumerate(nodes)}
         self.loss_node = _first_node(output.args[0])
         self._rng_lock = threading.Lock()
-        self._turns = np.random.default_rng(0)  # the order of interleaved steps
+        cpus = all(d.type == "cpu" for d in self.devices)
+        self.runner: StepRunner = ProcessRunner(self) if cpus else ThreadRunner(self)
 
     def order(self, placement: IntArray) -> list[list[int]]:
         """Each device's ops in the order the simulator runs them."""
@@ -171,70 +172,6 @@ class Executor:
                         env[node] = call_node(node, env.__getitem__, device)
         return env
 
-    def _run_once(
-        self, placement: IntArray, order: list[list[int]]
-    ) -> tuple[float, float, list[float], FloatArray, Any]:
-        env: dict[torch.fx.Node, Any] = {}
-        for d in range(len(self.devices)):
-            env.update(self._inputs(placement, d))
-        moved: dict[tuple[torch.fx.Node, int], Any] = {}
-        done = [threading.Event() for _ in range(self.graph.num_ops)]
-        for i in range(self.graph.num_ops):
-            if not self.nodes_of[i]:
-                done[i].set()  # placeholders: their values are in place before the step
-        busy = [0.0] * len(self.devices)
-        op_time = np.zeros(self.graph.num_ops)
-        errors: list[BaseException] = []
-        start = threading.Barrier(len(self.devices) + 1)
-
-        def worker(d: int) -> None:
-            device = self.devices[d]
-
-            def fetch(node: torch.fx.Node) -> Any:
-                value = env[node]
-                if not isinstance(value, torch.Tensor) or value.device == device:
-                    return value
-                key = (node, d)
-                if key not in moved:
-                    moved[key] = value.to(device)
-                return moved[key]
-
-            try:
-                stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-                with torch.no_grad(), torch.cuda.stream(stream) if stream else nullcontext():
-                    start.wait()
-                    for i in order[d]:
-                        if not self.nodes_of[i]:
-                            continue  # an input: in place before the step
-                        for j in self.reads[i]:
-                            done[j].wait()
-                        t0 = time.perf_counter()
-                        for node in self.nodes_of[i]:
-                            env[node] = self._call(node, fetch, device)
-                        if stream is not None:
-                            stream.synchronize()  # hand-offs wait for the kernel, not its launch
-                        op_time[i] = time.perf_counter() - t0
-                        busy[d] += op_time[i]
-                        done[i].set()
-            except BaseException as e:  # surfaced by the caller; free the other workers
-                errors.append(e)
-                start.abort()
-                for event in done:
-                    event.set()
-
-        threads = [threading.Thread(target=worker, args=(d,)) for d in range(len(self.devices))]
-        for t in threads:
-            t.start()
-        with suppress(threading.BrokenBarrierError):  # a worker failed first: raised below
-            start.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - t0
-        if errors:
-            raise errors[0]
-        return t0, elapsed, busy, op_time, env[self.loss_node]
-
     def measure(self, placement: Any, *, warmup: int = 1, repeats: int = 5) -> Measurement:
         """Run the step `warmup + repeats` times with `placement`; median of the repeats."""
         return self.measure_many([placement], warmup=warmup, repeats=repeats)[0]
@@ -249,15 +186,11 @@ class Executor:
         tenant's bursts). Placements measured one after another each meet a different
         machine; interleaved step by step, consecutive steps of different placements lie
         tens of milliseconds apart and meet the same one. Each repeat takes the
-        placements in a fresh random order (`_run_processes` says why).
+        placements in a fresh random order (`ProcessRunner.run` says why).
         """
         places = [check_placement(self.graph, self.cluster, p) for p in placements]
         orders = [self.order(place) for place in places]
-        runs = warmup + repeats
-        if all(d.type == "cpu" for d in self.devices):
-            done = self._run_processes(places, orders, runs)
-        else:
-            done = [self._run_threads(p, o, runs) for p, o in zip(places, orders, strict=True)]
+        done = self.runner.run(places, orders, warmup + repeats)
         return [
             Measurement(
                 step_time=statistics.median(r.times[warmup:]),
@@ -270,16 +203,62 @@ class Executor:
             for r in done
         ]
 
-    def _run_threads(self, place: IntArray, order: list[list[int]], runs: int) -> _Runs:
+    def reference_loss(self) -> float:
+        """The loss of the unplaced step: every node in program order on one thread."""
+        env: dict[torch.fx.Node, Any] = dict(zip(self.placeholders, self.program.args, strict=True))
+        with torch.no_grad():
+            for node in self.program.module.graph.nodes:
+                if node.op == "call_function":
+                    env[node] = self._call(node, env.__getitem__, torch.device("cpu"))
+        return float(env[self.loss_node])
+
+
+class StepRunner(Protocol):
+    """How the executor runs placed steps on its devices: `ProcessRunner` when they are
+    all CPU devices, `ThreadRunner` otherwise (CUDA devices)."""
+
+    def run(self, places: list[IntArray], orders: list[list[list[int]]], runs: int) -> list[Runs]:
+        """Run the step of each placement `runs` times, device d of placement k running
+        its ops in the order `orders[k][d]`; every run's times, in the placements' order."""
+        ...
+
+
+@dataclass
+class _ThreadStep:
+    """What the device threads of one step share."""
+
+    env: dict[torch.fx.Node, Any]  # every value so far, on the device that made it
+    order: list[list[int]]  # each device's ops, in the simulator's order
+    done: list[threading.Event]  # per op: its values are in `env`
+    start: threading.Barrier  # the threads and the caller: the step starts at once
+    busy: list[float]  # per device: seconds in its ops
+    op_time: FloatArray  # per op: seconds
+    moved: dict[tuple[torch.fx.Node, int], Any] = field(default_factory=dict)  # to device
+    errors: list[BaseException] = field(default_factory=list)
+
+
+class ThreadRunner:
+    """A thread per device, each with its own CUDA stream (on a CPU device, none); a
+    value another device reads moves there with `.to(device)`, once per reader device.
+    The placements run one after another, each `runs` times."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    def run(self, places: list[IntArray], orders: list[list[list[int]]], runs: int) -> list[Runs]:
+        return [self._runs(p, o, runs) for p, o in zip(places, orders, strict=True)]
+
+    def _runs(self, place: IntArray, order: list[list[int]], runs: int) -> Runs:
+        """`runs` steps of one placement, with one-threaded kernels and no collections."""
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         gc.disable()
         try:
-            done = [self._run_once(place, order) for _ in range(runs)]
+            done = [self._step(place, order) for _ in range(runs)]
         finally:
             gc.enable()
             torch.set_num_threads(threads)
-        return _Runs(
+        return Runs(
             times=[r[1] for r in done],
             starts=[r[0] for r in done],
             busy=[r[2] for r in done],
@@ -287,24 +266,99 @@ class Executor:
             loss=float(done[-1][4]),
         )
 
-    # ---- CPU devices: one process each ---------------------------------------------
-
-    def _slots(self, node: torch.fx.Node) -> list[torch.Tensor | None]:
-        """Shared-memory buffers for a node's value (a tensor, or a tuple of them)."""
-        val = node.meta.get("val")
-        leaves = [val] if isinstance(val, torch.Tensor) else val
-        if not isinstance(leaves, list | tuple):
-            raise ExecutorError(f"node {node.name!r}: cannot copy a value of {val!r}")
-        return [
-            torch.empty(tuple(v.shape), dtype=v.dtype).share_memory_()
-            if isinstance(v, torch.Tensor)
-            else None
-            for v in leaves
+    def _step(
+        self, place: IntArray, order: list[list[int]]
+    ) -> tuple[float, float, list[float], FloatArray, Any]:
+        """One step: (start, seconds, busy seconds per device, seconds per op, loss). The
+        clock runs from releasing the device threads to the last one finishing."""
+        ex = self.executor
+        num_ops, num_devices = ex.graph.num_ops, len(ex.devices)
+        env: dict[torch.fx.Node, Any] = {}
+        for d in range(num_devices):
+            env.update(ex._inputs(place, d))
+        step = _ThreadStep(
+            env=env,
+            order=order,
+            done=[threading.Event() for _ in range(num_ops)],
+            start=threading.Barrier(num_devices + 1),
+            busy=[0.0] * num_devices,
+            op_time=np.zeros(num_ops),
+        )
+        for i in range(num_ops):
+            if not ex.nodes_of[i]:
+                step.done[i].set()  # placeholders: their values are in place before the step
+        threads = [
+            threading.Thread(target=self._device, args=(d, step)) for d in range(num_devices)
         ]
+        for t in threads:
+            t.start()
+        with suppress(threading.BrokenBarrierError):  # a worker failed first: raised below
+            step.start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        if step.errors:
+            raise step.errors[0]
+        return t0, elapsed, step.busy, step.op_time, env[ex.loss_node]
 
-    def _run_processes(
-        self, places: list[IntArray], orders: list[list[list[int]]], runs: int
-    ) -> list[_Runs]:
+    def _device(self, d: int, step: _ThreadStep) -> None:
+        """Device d's thread: its ops in order, each once the ops it reads are done."""
+        ex = self.executor
+        device = ex.devices[d]
+        env, moved, done = step.env, step.moved, step.done
+        busy, op_time = step.busy, step.op_time
+
+        def fetch(node: torch.fx.Node) -> Any:
+            value = env[node]
+            if not isinstance(value, torch.Tensor) or value.device == device:
+                return value
+            key = (node, d)
+            if key not in moved:
+                moved[key] = value.to(device)
+            return moved[key]
+
+        try:
+            stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+            with torch.no_grad(), torch.cuda.stream(stream) if stream else nullcontext():
+                step.start.wait()
+                for i in step.order[d]:
+                    if not ex.nodes_of[i]:
+                        continue  # an input: in place before the step
+                    for j in ex.reads[i]:
+                        done[j].wait()
+                    t0 = time.perf_counter()
+                    for node in ex.nodes_of[i]:
+                        env[node] = ex._call(node, fetch, device)
+                    if stream is not None:
+                        stream.synchronize()  # hand-offs wait for the kernel, not its launch
+                    op_time[i] = time.perf_counter() - t0
+                    busy[d] += op_time[i]
+                    done[i].set()
+        except BaseException as e:  # surfaced by the caller; free the other workers
+            step.errors.append(e)
+            step.start.abort()
+            for event in done:
+                event.set()
+
+
+# Each (producer op, destination) copy: the nodes it carries, each with its buffers.
+_NodeSlots = list[tuple[torch.fx.Node, list[torch.Tensor | None]]]
+_Slots = dict[tuple[int, int], _NodeSlots]
+_OpStep = tuple[list[int], list[torch.fx.Node], list[tuple[int, _NodeSlots]]]
+
+
+class ProcessRunner:
+    """A process per CPU device, pinned to a core of its own and running one-threaded
+    kernels (the module docstring says why not threads). A value another device reads is
+    copied by its producer into shared memory, once per (producer op, destination), and
+    the reader spins on a flag until it has landed. The placements' steps interleave."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.turns = np.random.default_rng(0)  # the order of interleaved steps
+
+    def run(self, places: list[IntArray], orders: list[list[list[int]]], runs: int) -> list[Runs]:
         """One set of worker processes per placement, all started at once; the parent
         then releases one step of each set in turn (the others wait at their barrier,
         blocked, not spinning).
@@ -326,17 +380,17 @@ class Executor:
         context = multiprocessing.get_context("fork")
         started: dict[int, tuple[_Shared, list[Any]]] = {}
         try:
-            for k in self._turns.permutation(len(places)):
+            for k in self.turns.permutation(len(places)):
                 started[int(k)] = self._start_workers(context, places[k], orders[k], runs)
             sets = [started[k] for k in range(len(places))]
             for _ in range(runs):
-                for k in self._turns.permutation(len(sets)):  # each repeat: all start,
+                for k in self.turns.permutation(len(sets)):  # each repeat: all start,
                     sets[k][0].barrier.wait(timeout=600)  # all finish
                     sets[k][0].barrier.wait(timeout=600)
         except threading.BrokenBarrierError:
             failed = next((s for s, _ in started.values() if not s.errors.empty()), None)
             why = failed.errors.get() if failed is not None else "a worker died"
-            raise ExecutorError(f"executing {self.graph.name!r} failed: {why}") from None
+            raise ExecutorError(f"executing {self.executor.graph.name!r} failed: {why}") from None
         finally:
             for shared, workers in started.values():
                 shared.barrier.abort()  # frees the workers of other sets if one failed
@@ -348,7 +402,7 @@ class Executor:
         for shared, _ in sets:
             starts = shared.starts.min(dim=1).values
             results.append(
-                _Runs(
+                Runs(
                     # from the first worker starting to the last one finishing
                     times=(shared.ends.max(dim=1).values - starts).tolist(),
                     starts=starts.tolist(),
@@ -362,51 +416,46 @@ class Executor:
     def _start_workers(
         self, context: Any, place: IntArray, order: list[list[int]], runs: int
     ) -> tuple[_Shared, list[Any]]:
-        num = len(self.devices)
+        """Start the worker processes of one placement, and the shared memory they report
+        through; they wait at the barrier for the parent to release each step."""
+        ex = self.executor
+        num = len(ex.devices)
         # What each device reads of another's ops: the very nodes (views included), so
         # the reader re-derives nothing; one copy per (producer op, destination).
         wanted: dict[tuple[int, int], dict[torch.fx.Node, None]] = {}
-        for i in range(self.graph.num_ops):
-            for node in self.nodes_of[i]:
+        for i in range(ex.graph.num_ops):
+            for node in ex.nodes_of[i]:
                 for arg in node.all_input_nodes:
-                    j = self.op_of[arg]
+                    j = ex.op_of[arg]
                     if place[j] != place[i]:
                         wanted.setdefault((j, int(place[i])), {})[arg] = None
         transfer = {key: k for k, key in enumerate(wanted)}  # -> index
-        slots = {key: [(n, self._slots(n)) for n in nodes] for key, nodes in wanted.items()}
+        slots = {key: [(n, _slots(n)) for n in nodes] for key, nodes in wanted.items()}
         shared = _Shared(
             flags=torch.zeros(max(1, len(transfer)), dtype=torch.int64).share_memory_(),
             awake=torch.zeros(num, dtype=torch.int64).share_memory_(),
             starts=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             ends=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
-            op_time=torch.zeros(runs, self.graph.num_ops, dtype=torch.float64).share_memory_(),
+            op_time=torch.zeros(runs, ex.graph.num_ops, dtype=torch.float64).share_memory_(),
             loss=torch.zeros(1, dtype=torch.float64).share_memory_(),
             barrier=context.Barrier(num + 1),  # the parent waits without using a core
             errors=context.SimpleQueue(),
         )
+        plan = _Plan(place, order, transfer, slots)
         workers = [
-            context.Process(
-                target=self._process_worker,
-                args=(d, place, order, transfer, slots, shared, runs),
-                daemon=True,
-            )
+            context.Process(target=self._worker, args=(d, plan, shared, runs), daemon=True)
             for d in range(num)
         ]
         for w in workers:
             w.start()
         return shared, workers
 
-    def _process_worker(
-        self,
-        d: int,
-        place: IntArray,
-        order: list[list[int]],
-        transfer: dict[tuple[int, int], int],
-        slots: dict[tuple[int, int], list[tuple[torch.fx.Node, list[torch.Tensor | None]]]],
-        shared: _Shared,
-        runs: int,
-    ) -> None:
+    def _worker(self, d: int, plan: _Plan, shared: _Shared, runs: int) -> None:
+        """Device d's process: `runs` steps, each released by the parent at the barrier;
+        each op waits for the copies it reads, runs, then makes the copies others read."""
+        ex = self.executor
+        place, slots = plan.place, plan.slots
         try:
             keep_freed_memory()
             torch.set_num_threads(1)
@@ -416,47 +465,26 @@ class Executor:
             # (measured: 300-700 ms pauses in a 40 ms step); the step frees by refcount.
             gc.disable()
             flags, awake = shared.flags.numpy(), shared.awake.numpy()
-            device = self.devices[d]
-            sends: list[list[int]] = [[] for _ in range(self.graph.num_ops)]
-            for (j, _), k in transfer.items():
-                sends[j].append(k)
-            sends_to = {k: slots[key] for key, k in transfer.items()}
-            work = [i for i in order[d] if self.nodes_of[i] or sends[i]]  # not bare inputs
-            steps = [  # per op: the copies to wait for, its nodes, the copies to make
-                (
-                    [transfer[(j, d)] for j in self.reads[i] if place[j] != d],
-                    self.nodes_of[i],
-                    [(k, sends_to[k]) for k in sends[i]],
-                )
-                for i in work
-            ]
-            local = self._inputs(place, d)
+            work, steps = self._steps(d, plan)
+            local = ex._inputs(place, d)
             received = {  # another device's values, as their copies here
                 node: leaves[0] if isinstance(node.meta.get("val"), torch.Tensor) else leaves
                 for (_, dst), pairs in slots.items()
                 if dst == d
                 for node, leaves in pairs
             }
-            call = self._call
+            call = ex._call
+            device = ex.devices[d]
             kernel_device = None if device.type == "cpu" else device
-
-            class Env(dict[torch.fx.Node, Any]):
-                """This worker's values; another device's are read from their copies."""
-
-                def __missing__(self, node: torch.fx.Node) -> Any:
-                    value = received[node]
-                    self[node] = value
-                    return value
-
             with torch.no_grad():
                 for r in range(runs):
                     gen = r + 1
                     shared.barrier.wait()
-                    awake[d] = gen  # the start line: see `_run_processes`
+                    awake[d] = gen  # the start line: see `ProcessRunner.run`
                     while awake.min() < gen:
                         os.sched_yield()
                     shared.starts[r, d] = time.perf_counter()
-                    env = Env(local)
+                    env = _WorkerEnv(local, received)
                     fetch = env.__getitem__
                     busy = 0.0
                     op_time = shared.op_time[r].numpy()
@@ -482,22 +510,70 @@ class Executor:
                             flags[k] = gen
                     shared.ends[r, d] = time.perf_counter()
                     shared.busy[r, d] = busy
-                    if place[self.op_of[self.loss_node]] == d:
-                        shared.loss[0] = float(env[self.loss_node])
+                    if place[ex.op_of[ex.loss_node]] == d:
+                        shared.loss[0] = float(env[ex.loss_node])
                     shared.barrier.wait()
         except BaseException as e:
             shared.errors.put(f"{type(e).__name__}: {e}")
             shared.barrier.abort()
             raise SystemExit(1) from None
 
-    def reference_loss(self) -> float:
-        """The loss of the unplaced step: every node in program order on one thread."""
-        env: dict[torch.fx.Node, Any] = dict(zip(self.placeholders, self.program.args, strict=True))
-        with torch.no_grad():
-            for node in self.program.module.graph.nodes:
-                if node.op == "call_function":
-                    env[node] = self._call(node, env.__getitem__, torch.device("cpu"))
-        return float(env[self.loss_node])
+    def _steps(self, d: int, plan: _Plan) -> tuple[list[int], list[_OpStep]]:
+        """Device d's ops that do anything (bare inputs that send nothing do not), and per
+        op: the copies to wait for, its nodes, the copies to make (index, slots)."""
+        ex = self.executor
+        place, order, transfer, slots = plan.place, plan.order, plan.transfer, plan.slots
+        sends: list[list[int]] = [[] for _ in range(ex.graph.num_ops)]
+        for (j, _), k in transfer.items():
+            sends[j].append(k)
+        sends_to = {k: slots[key] for key, k in transfer.items()}
+        work = [i for i in order[d] if ex.nodes_of[i] or sends[i]]  # not bare inputs
+        steps = [
+            (
+                [transfer[(j, d)] for j in ex.reads[i] if place[j] != d],
+                ex.nodes_of[i],
+                [(k, sends_to[k]) for k in sends[i]],
+            )
+            for i in work
+        ]
+        return work, steps
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One placement as its worker processes run it."""
+
+    place: IntArray
+    order: list[list[int]]  # each device's ops, in the simulator's order
+    transfer: dict[tuple[int, int], int]  # (producer op, destination) -> the copy's index
+    slots: _Slots  # (producer op, destination) -> the nodes it carries, with buffers
+
+
+class _WorkerEnv(dict[torch.fx.Node, Any]):
+    """A worker process's values; another device's are read from their copies here."""
+
+    def __init__(self, local: dict[torch.fx.Node, Any], received: dict[torch.fx.Node, Any]) -> None:
+        super().__init__(local)
+        self.received = received
+
+    def __missing__(self, node: torch.fx.Node) -> Any:
+        value = self.received[node]
+        self[node] = value
+        return value
+
+
+def _slots(node: torch.fx.Node) -> list[torch.Tensor | None]:
+    """Shared-memory buffers for a node's value (a tensor, or a tuple of them)."""
+    val = node.meta.get("val")
+    leaves = [val] if isinstance(val, torch.Tensor) else val
+    if not isinstance(leaves, list | tuple):
+        raise ExecutorError(f"node {node.name!r}: cannot copy a value of {val!r}")
+    return [
+        torch.empty(tuple(v.shape), dtype=v.dtype).share_memory_()
+        if isinstance(v, torch.Tensor)
+        else None
+        for v in leaves
+    ]
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt(3) parameters, glibc's malloc.h
@@ -608,7 +684,7 @@ def call_node(
 
 
 @dataclass(frozen=True)
-class _Runs:
+class Runs:
     """Every run of one placement, warm-up included (seconds)."""
 
     times: list[float]
