@@ -1,6 +1,6 @@
 """The real-hardware executor: run a training step with a placement, and time it.
 
-This is what keeps the simulator honest (DESIGN.md, "Real-hardware executor"). A
+This is what keeps the simulator honest (DESIGN.md, "Real hardware"). A
 `Program` is the traced step (an FX graph of aten calls, `suites.capture.trace_program`)
 with the real values of its inputs; its node names are the op names of the step's
 `OpGraph`, and nodes the capture folded away (views, `getitem`) run with the op they were
@@ -366,10 +366,8 @@ class ProcessRunner:
         The sets start, and take their turns, in a fresh random order (seeded, so a run
         repeats): a set's processes keep one speed for their life, and which set came
         first was not neutral. With the sets started in the placements' order, the first
-        set (every op on cpu0) ran 4-8% faster than the same computation in the 22nd,
-        and its label measured faster than its twin in 14 of 17 reports (cpu2,
-        2026-12-01; identical placements in sets of one round differed by up to 20%;
-        results/fidelity/README.md).
+        set (every op on cpu0) ran 4-8% faster than the same computation in the 22nd
+        (results/fidelity/README.md, "the harness's own order").
 
         A step starts at a start line: released from the barrier, each worker spins until
         every worker of its set is awake. Without it the step counted how late the
@@ -586,15 +584,11 @@ def keep_freed_memory() -> bool:
 
     Why: by default glibc hands large freed blocks back to the OS, and whether it does
     depends on the process's allocation pattern, so the pages a step touches fault in
-    afresh in some placements and not in others. Measured on `cpu2` (Inception-V3 small,
-    2026-12-02): a worker running the whole step faulted ~2,900 pages (12 MB) per step
-    and its fastest step took 147.7 ms; with glibc's `MALLOC_TRIM_THRESHOLD_` and
-    `MALLOC_MMAP_THRESHOLD_` set to the same end, 20 pages and 129.3 ms (with this
-    function: 47 pages). Split over two workers (chunks of 346 ops) the same step faulted
-    6 pages. The profile's in-step op times, taken from the one-worker step, carried the
-    faults to every other placement, which then measured 2-4% faster than predicted
-    relative to the one-worker ones (results/fidelity/README.md). A framework's caching
-    allocator keeps freed memory too.
+    afresh in some placements and not in others: on `cpu2` a worker running the whole
+    Inception-V3-small step faulted ~2,900 pages per step, and the profile's in-step op
+    times carried those faults to every other placement, which then measured 2-4%
+    faster than predicted (results/fidelity/README.md, "the allocator, not the host
+    model"). A framework's caching allocator keeps freed memory too.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
