@@ -29,15 +29,66 @@ noise) is the hierarchical planner's, so a comparison isolates the three changes
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional
 
 from eagle.features import eagle_features, hierarchical_features, per_unit_mean
-from eagle.hierarchical import GroupThenPlacePolicy, Seq2SeqPlacer, group_embedding_size
+from eagle.hierarchical import (
+    GroupThenPlacePolicy,
+    HierarchicalSettings,
+    Seq2SeqPlacer,
+    group_embedding_size,
+)
 from eagle.problem import Problem
-from eagle.rl import PolicyGradientPlacer
+from eagle.rl import PPO, PolicyGradientPlacer
+
+
+@dataclass(frozen=True, kw_only=True)
+class EagleSettings(HierarchicalSettings):
+    """`agent=eagle`'s keys: the hierarchical planner's (`HierarchicalSettings`; the paper
+    gives no hyperparameters, so a comparison isolates EAGLE's changes), its three
+    switches and what they add, and its own learning rate (sources cited as in `RLSettings`)."""
+
+    # eagle: type embedding, cost-model times, bytes, depth (paper Sec. III); hierarchical:
+    # the hierarchical planner's inputs (as `normalize_features` says)
+    features: str = "eagle"
+    # rnn: the grouper's soft assignment -> bi-GRU -> placer input (paper: "an extra RNN");
+    # none: no gradient path between them
+    link: str = "rnn"
+    algo: str = "ppo"  # ppo (the paper; as the authors' Post and Mars) | reinforce
+    type_embedding: int = 16  # width of the learned op-type embedding (our choice)
+    link_hidden: int = 64  # linking GRU, 2 x 32 (our choice: the grouper's width, 64)
+    ppo_epochs: int = 4  # PPO steps per batch (our choice; PPO's usual 3-10)
+    # clip of the per-decision ratio (PPO paper's 0.2). The ratio averages over grouper and
+    # placer decisions together, so with the grouping prior it rarely binds (issue 7)
+    ppo_clip: float = 0.2
+    # Adam; measured: with PPO's 4 steps per batch the planner's 0.003 collapsed onto the
+    # CPU, 0.001 and 0.0003 did not
+    lr: float = 0.0003
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.features not in ("eagle", "hierarchical"):
+            raise ValueError(
+                f"agent.features must be 'eagle' or 'hierarchical', got {self.features!r}"
+            )
+        if self.link not in ("rnn", "none"):
+            raise ValueError(f"agent.link must be 'rnn' or 'none', got {self.link!r}")
+        if self.algo not in ("reinforce", "ppo"):
+            raise ValueError(f"agent.algo must be 'reinforce' or 'ppo', got {self.algo!r}")
+        for name in ("ppo_epochs", "ppo_clip"):
+            if (value := getattr(self, name)) <= 0:
+                raise ValueError(f"agent.{name} must be positive, got {value}")
+        if self.features == "eagle" and not self.normalize_features:
+            raise ValueError(
+                "agent.normalize_features=false is for features=hierarchical: "
+                "features=eagle standardizes its own"
+            )
 
 
 def one_device_per_type(problem: Problem, candidates: np.ndarray) -> list[int]:
@@ -57,36 +108,10 @@ class EaglePolicy(GroupThenPlacePolicy):
     unit_of_op: torch.Tensor
     ops_per_unit: torch.Tensor
 
-    def __init__(
-        self,
-        problem: Problem,
-        *,
-        num_groups: int,
-        grouper_hidden: int,
-        hidden: int,
-        temperature: float,
-        tanh_constant: float,
-        grouping_prior: float,
-        devices: str,
-        seed: int,
-        features: str,
-        link: str,
-        type_embedding: int,
-        link_hidden: int,
-    ) -> None:
-        super().__init__(
-            problem,
-            num_groups=num_groups,
-            grouping_prior=grouping_prior,
-            devices=devices,
-            seed=seed,
-        )
-        if features not in ("eagle", "hierarchical"):
-            raise ValueError(f"agent.features must be 'eagle' or 'hierarchical', got {features!r}")
-        if link not in ("rnn", "none"):
-            raise ValueError(f"agent.link must be 'rnn' or 'none', got {link!r}")
-        graph = self.graph
-        if features == "eagle":
+    def __init__(self, problem: Problem, settings: EagleSettings, *, seed: int) -> None:
+        super().__init__(problem, settings, seed=seed)
+        graph, type_embedding = self.graph, settings.type_embedding
+        if settings.features == "eagle":
             times = problem.op_times[:, one_device_per_type(problem, self.candidates)]
             numeric = eagle_features(graph, times)
             self.type_embedding: nn.Embedding | None = nn.Embedding(
@@ -94,7 +119,7 @@ class EaglePolicy(GroupThenPlacePolicy):
             )
             width = numeric.shape[1] + type_embedding
         else:
-            numeric = hierarchical_features(graph)
+            numeric = hierarchical_features(graph, normalize=settings.normalize_features)
             self.type_embedding = None
             width = numeric.shape[1]
         # per-unit means of per-op rows: numeric ones once here; the type embedding's
@@ -109,25 +134,16 @@ class EaglePolicy(GroupThenPlacePolicy):
         self.register_buffer("unit_of_op", units, persistent=False)
         counts = np.bincount(self.units, minlength=self.num_units).astype(np.float32)
         self.register_buffer("ops_per_unit", torch.from_numpy(counts)[:, None], persistent=False)
-        self.grouper = nn.Sequential(
-            nn.Linear(width, grouper_hidden, bias=False),
-            nn.Linear(grouper_hidden, num_groups, bias=False),
-        )
+        self.grouper = self.linear_grouper(width)
         summary = width + 1  # per-group feature means, and its log relative size
-        if link == "rnn":
-            self.linker: nn.GRU | None = nn.GRU(
-                summary, link_hidden // 2, bidirectional=True, batch_first=True
-            )
-            extra = 2 * (link_hidden // 2)
+        if settings.link == "rnn":
+            half = settings.link_hidden // 2
+            self.linker: nn.GRU | None = nn.GRU(summary, half, bidirectional=True, batch_first=True)
+            extra = 2 * half
         else:
             self.linker, extra = None, summary
-        self.placer = Seq2SeqPlacer(
-            group_embedding_size(graph, num_groups) + extra,
-            len(self.candidates),
-            hidden=hidden,
-            temperature=temperature,
-            tanh_constant=tanh_constant,
-        )
+        size = group_embedding_size(graph, self.num_groups) + extra
+        self.placer = Seq2SeqPlacer(size, len(self.candidates), settings)
 
     def grouper_inputs(self) -> torch.Tensor:
         if self.type_embedding is None:
@@ -161,65 +177,9 @@ class EaglePolicy(GroupThenPlacePolicy):
 
 
 class EaglePlacer(PolicyGradientPlacer):
-    """`agent=eagle`: defaults and where they come from are in `eagle/conf/agent/eagle.yaml`."""
+    """`agent=eagle`: the keys, their defaults and sources are `EagleSettings`."""
 
-    def __init__(
-        self,
-        problem: Problem,
-        *,
-        seed: int = 0,
-        features: str = "eagle",
-        link: str = "rnn",
-        algo: str = "ppo",
-        num_groups: int = 32,
-        grouping_prior: float = 20.0,
-        batch_size: int = 16,
-        lr: float = 0.0003,
-        grad_clip: float = 1.0,
-        baseline_decay: float = 0.9,
-        failing_factor: float = 100.0,
-        noise_samples: int = 750,
-        grouper_hidden: int = 64,
-        hidden: int = 256,
-        temperature: float = 10.0,
-        tanh_constant: float = 5.0,
-        type_embedding: int = 16,
-        link_hidden: int = 64,
-        ppo_epochs: int = 4,
-        ppo_clip: float = 0.2,
-        devices: str = "all",
-        entropy_coef: float = 0.0,
-    ) -> None:
-        with torch.random.fork_rng(devices=[]):  # the initial weights depend on the seed only
-            torch.manual_seed(seed)
-            policy = EaglePolicy(
-                problem,
-                num_groups=num_groups,
-                grouper_hidden=grouper_hidden,
-                hidden=hidden,
-                temperature=temperature,
-                tanh_constant=tanh_constant,
-                grouping_prior=grouping_prior,
-                devices=devices,
-                seed=seed,
-                features=features,
-                link=link,
-                type_embedding=type_embedding,
-                link_hidden=link_hidden,
-            )
-        super().__init__(
-            problem,
-            policy,
-            seed=seed,
-            batch_size=batch_size,
-            lr=lr,
-            grad_clip=grad_clip,
-            baseline_decay=baseline_decay,
-            failing_factor=failing_factor,
-            noise_samples=noise_samples,
-            entropy_coef=entropy_coef,
-            devices=devices,
-            algo=algo,
-            ppo_epochs=ppo_epochs,
-            ppo_clip=ppo_clip,
-        )
+    def __init__(self, problem: Problem, *, seed: int = 0, **settings: Any) -> None:
+        s = EagleSettings.from_agent(settings)
+        ppo = PPO(s.ppo_epochs, s.ppo_clip) if s.algo == "ppo" else None
+        super().__init__(problem, s, lambda: EaglePolicy(problem, s, seed=seed), seed=seed, ppo=ppo)

@@ -34,8 +34,8 @@ learns. The partition depends on the seed (METIS's own), so seeds differ in grou
 too. `grouping_prior: 0` is the reference's grouper.
 
 Per iteration the grouper samples one grouping and the placer `batch_size` placements of
-its groups (the paper: m = 1 grouping, k = 4 placements; we default to 16, see the agent
-config). Early on, Gaussian noise of
+its groups (the paper: m = 1 grouping, k = 4 placements; we default to 16, see
+`HierarchicalSettings`). Early on, Gaussian noise of
 0.5x the logits' root-mean-square is added to both networks' logits (the grouper's
 without the prior, a constant)
 (`logits_std_noise = 0.5` in the reference), and the log-probabilities are those of the
@@ -58,6 +58,9 @@ is 20 placements/s on the full GNMT and BERT graphs):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -66,10 +69,43 @@ from torch.nn import functional
 from eagle.baselines.metis import min_cut_groups
 from eagle.features import hierarchical_features, per_unit_mean
 from eagle.problem import Problem
-from eagle.rl import Policy, PolicyGradientPlacer, Rollout
+from eagle.rl import Policy, PolicyGradientPlacer, RLSettings, Rollout
 from simulator.graph import IntArray, OpGraph
 
 NOISE_FACTOR = 0.5  # std of logit noise / RMS of the logits (reference: logits_std_noise)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HierarchicalSettings(RLSettings):
+    """`agent=hierarchical`'s keys: the learner's (`RLSettings`, sources cited as there)
+    and the grouper's and placer's."""
+
+    # paper: 256 worked best; ref: min(256, 20 x devices) = 100 on p100x4; measured with the
+    # grouping prior: 32 best of 32-256 (fewer decisions for the placer learn faster)
+    num_groups: int = 32
+    # nats for each op's part in a balanced min-cut partition (module docstring); 0: the
+    # ref's grouper alone. Not in the paper; measured: without it, all on the CPU
+    grouping_prior: float = 20.0
+    grouper_hidden: int = 64  # ref grouping_hidden_size: two matmuls, no activation
+    # decoder 256, bi-LSTM encoder 2 x 128. Ref: 512 (2 x 256); 256 halves an iteration on
+    # 2 CPU cores (make bench)
+    hidden: int = 256
+    temperature: float = 10.0  # paper: logits -> C * tanh(logits / T), T = 10
+    tanh_constant: float = 5.0  # paper: C = 5 (ref file defaults: T = 1, C = 1)
+    # type index / vocabulary, positions / ops (eagle/features.py); false: the ref's raw
+    # values, which fix the first grouping
+    normalize_features: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_groups < 1:
+            raise ValueError(f"agent.num_groups must be at least 1, got {self.num_groups}")
+        if self.grouping_prior < 0:
+            raise ValueError(f"agent.grouping_prior must be >= 0, got {self.grouping_prior}")
+        if self.hidden % 2:
+            raise ValueError(
+                f"agent.hidden must be even (two encoder directions), got {self.hidden}"
+            )
 
 
 def _noise(logits: torch.Tensor, unit: torch.Tensor) -> torch.Tensor:
@@ -113,20 +149,11 @@ def group_embeddings(graph: OpGraph, op_group: IntArray, num_groups: int) -> tor
 class Seq2SeqPlacer(nn.Module):
     """Groups in, one device per group out (module docstring, part 3)."""
 
-    def __init__(
-        self,
-        in_features: int,
-        num_devices: int,
-        *,
-        hidden: int,
-        temperature: float,
-        tanh_constant: float,
-    ) -> None:
+    def __init__(self, in_features: int, num_devices: int, settings: HierarchicalSettings) -> None:
         super().__init__()
-        if hidden % 2:
-            raise ValueError(f"agent.hidden must be even (two encoder directions), got {hidden}")
+        hidden = settings.hidden
         self.num_devices = num_devices
-        self.temperature, self.tanh_constant = temperature, tanh_constant
+        self.temperature, self.tanh_constant = settings.temperature, settings.tanh_constant
         self.encoder = nn.LSTM(in_features, hidden // 2, bidirectional=True, batch_first=True)
         self.decoder = nn.LSTM(hidden, hidden, batch_first=True)
         self.device_embedding = nn.Embedding(num_devices + 1, hidden)  # last row: "go"
@@ -208,32 +235,30 @@ class GroupThenPlacePolicy(Policy):
     grouper: nn.Module
     placer: Seq2SeqPlacer
 
-    def __init__(
-        self,
-        problem: Problem,
-        *,
-        num_groups: int,
-        grouping_prior: float,
-        devices: str,
-        seed: int,
-    ) -> None:
+    def __init__(self, problem: Problem, settings: HierarchicalSettings, *, seed: int) -> None:
         super().__init__()
-        if num_groups < 1:
-            raise ValueError(f"agent.num_groups must be at least 1, got {num_groups}")
-        if grouping_prior < 0:
-            raise ValueError(f"agent.grouping_prior must be >= 0, got {grouping_prior}")
+        num_groups = settings.num_groups
+        self.settings = settings
         self.graph, self.num_groups = problem.graph, num_groups
         self.units, self.num_units = problem.placement_units
-        self.candidates = problem.devices(devices)
+        self.candidates = problem.devices(settings.devices)
         self.decisions = {"grouper": self.num_units, "placer": num_groups}
         sample = np.random.default_rng(0).permutation(self.num_units)[:4096]
         self.entropy_units = torch.from_numpy(np.sort(sample))
         prior = torch.zeros(self.num_units, num_groups)
-        if grouping_prior > 0:
+        if settings.grouping_prior > 0:
             parts = min_cut_groups(problem, num_groups, self.candidates, seed=seed)
-            prior[torch.arange(self.num_units), torch.from_numpy(parts)] = grouping_prior
+            prior[torch.arange(self.num_units), torch.from_numpy(parts)] = settings.grouping_prior
         # recomputed from the graph, so kept out of checkpoints
         self.register_buffer("prior", prior, persistent=False)
+
+    def linear_grouper(self, width: int) -> nn.Sequential:
+        """The reference's grouper network: `width` inputs per unit -> `grouper_hidden` ->
+        one logit per group, two matrix products and no activation."""
+        return nn.Sequential(
+            nn.Linear(width, self.settings.grouper_hidden, bias=False),
+            nn.Linear(self.settings.grouper_hidden, self.num_groups, bias=False),
+        )
 
     def grouper_inputs(self) -> torch.Tensor:
         """[units, features] the grouper reads."""
@@ -298,44 +323,17 @@ class HierarchicalPolicy(GroupThenPlacePolicy):
 
     unit_features: torch.Tensor
 
-    def __init__(
-        self,
-        problem: Problem,
-        *,
-        num_groups: int,
-        grouper_hidden: int,
-        hidden: int,
-        temperature: float,
-        tanh_constant: float,
-        normalize_features: bool,
-        grouping_prior: float,
-        devices: str,
-        seed: int,
-    ) -> None:
-        super().__init__(
-            problem,
-            num_groups=num_groups,
-            grouping_prior=grouping_prior,
-            devices=devices,
-            seed=seed,
-        )
-        ops = hierarchical_features(self.graph, normalize=normalize_features)
+    def __init__(self, problem: Problem, settings: HierarchicalSettings, *, seed: int) -> None:
+        super().__init__(problem, settings, seed=seed)
+        ops = hierarchical_features(self.graph, normalize=settings.normalize_features)
         self.register_buffer(
             "unit_features",
             torch.from_numpy(per_unit_mean(ops, self.units, self.num_units)),
             persistent=False,
         )
-        self.grouper = nn.Sequential(
-            nn.Linear(ops.shape[1], grouper_hidden, bias=False),
-            nn.Linear(grouper_hidden, num_groups, bias=False),
-        )
-        self.placer = Seq2SeqPlacer(
-            group_embedding_size(self.graph, num_groups),
-            len(self.candidates),
-            hidden=hidden,
-            temperature=temperature,
-            tanh_constant=tanh_constant,
-        )
+        self.grouper = self.linear_grouper(ops.shape[1])
+        size = group_embedding_size(self.graph, self.num_groups)
+        self.placer = Seq2SeqPlacer(size, len(self.candidates), settings)
 
     def grouper_inputs(self) -> torch.Tensor:
         return self.unit_features
@@ -351,54 +349,8 @@ class HierarchicalPolicy(GroupThenPlacePolicy):
 
 
 class HierarchicalPlacer(PolicyGradientPlacer):
-    """`agent=hierarchical`: defaults and where they come from are in
-    `eagle/conf/agent/hierarchical.yaml`."""
+    """`agent=hierarchical`: the keys, their defaults and sources are `HierarchicalSettings`."""
 
-    def __init__(
-        self,
-        problem: Problem,
-        *,
-        seed: int = 0,
-        num_groups: int = 32,
-        batch_size: int = 16,
-        lr: float = 0.003,
-        grad_clip: float = 1.0,
-        baseline_decay: float = 0.9,
-        failing_factor: float = 100.0,
-        noise_samples: int = 750,
-        grouper_hidden: int = 64,
-        hidden: int = 256,
-        temperature: float = 10.0,
-        tanh_constant: float = 5.0,
-        normalize_features: bool = True,
-        grouping_prior: float = 20.0,
-        devices: str = "all",
-        entropy_coef: float = 0.0,
-    ) -> None:
-        with torch.random.fork_rng(devices=[]):  # the initial weights depend on the seed only
-            torch.manual_seed(seed)
-            policy = HierarchicalPolicy(
-                problem,
-                num_groups=num_groups,
-                grouper_hidden=grouper_hidden,
-                hidden=hidden,
-                temperature=temperature,
-                tanh_constant=tanh_constant,
-                normalize_features=normalize_features,
-                grouping_prior=grouping_prior,
-                devices=devices,
-                seed=seed,
-            )
-        super().__init__(
-            problem,
-            policy,
-            seed=seed,
-            batch_size=batch_size,
-            lr=lr,
-            grad_clip=grad_clip,
-            baseline_decay=baseline_decay,
-            failing_factor=failing_factor,
-            noise_samples=noise_samples,
-            entropy_coef=entropy_coef,
-            devices=devices,
-        )
+    def __init__(self, problem: Problem, *, seed: int = 0, **settings: Any) -> None:
+        s = HierarchicalSettings.from_agent(settings)
+        super().__init__(problem, s, lambda: HierarchicalPolicy(problem, s, seed=seed), seed=seed)

@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Self
 
 import numpy as np
 import torch
 from torch import nn
 
+from eagle.errors import ConfigError
 from eagle.placer import Evaluation, Placer
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
@@ -91,54 +93,95 @@ def placement_costs(evaluation: Evaluation, failing_step_time: float) -> FloatAr
     return costs
 
 
+@dataclass(frozen=True, kw_only=True)
+class RLSettings:
+    """The learner's settings, the keys `agent.KEY` of every learned placer, each default
+    stated here once with its source. "Paper": Mirhoseini et al., ICLR 2018; "ref": its
+    authors' TensorFlow code (grappler `hierarchical_controller.py`, hparams defaults);
+    "measured": the numbers are in results/README.md, "Measurements behind the learned
+    placers' defaults". A placer's record extends this one with its own keys."""
+
+    # placements per iteration from one grouping. Paper: k = 4; an iteration costs about
+    # the same at 16, so 4x the placements/s (make bench)
+    batch_size: int = 16
+    # Adam, no decay (paper). Paper and ref: 0.1; measured: 0.03 already collapsed the
+    # policy, 0.003 did not. The toy tests' small network learns at 0.03
+    lr: float = 0.003
+    grad_clip: float = 1.0  # paper and ref: global gradient-norm clipping at 1.0
+    baseline_decay: float = 0.9  # ref bl_dec: moving-average baseline of the cost
+    # an invalid placement costs sqrt(this x the fastest one-device step); ref: a fixed
+    # 100 s, ~100 steps of its models
+    failing_factor: float = 100.0
+    # logit noise (0.5 x RMS) for the first 750 samples: ref stop_noise_step 750, with one
+    # sample per step
+    noise_samples: int = 750
+    # entropy bonus per choice, relative to the mean |advantage|; ref: none; measured:
+    # 0.001 and 0.01 were no better
+    entropy_coef: float = 0.0
+    devices: str = "all"  # all | gpus: the devices it may place on
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "lr", "grad_clip", "failing_factor"):
+            if (value := getattr(self, name)) <= 0:
+                raise ValueError(f"agent.{name} must be positive, got {value}")
+        if not 0 <= self.baseline_decay < 1:
+            raise ValueError(f"agent.baseline_decay must be in [0, 1), got {self.baseline_decay}")
+
+    @classmethod
+    def from_agent(cls, keys: Mapping[str, Any]) -> Self:
+        """The record of an agent config's keys. Hydra refuses `agent.bogus=1` (not in the
+        file), but `+agent.bogus=1` reaches here: refused by its key, not as a TypeError."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(keys) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"agent.{unknown[0]} is not a setting of {cls.__name__}; settings: "
+                + ", ".join(known)
+            )
+        return cls(**keys)
+
+
+@dataclass(frozen=True)
+class PPO:
+    """PPO's settings (REINFORCE without them): `epochs` steps per batch, the per-decision
+    ratio clipped to 1 +- `clip` (module docstring)."""
+
+    epochs: int
+    clip: float
+
+
 class PolicyGradientPlacer(Placer):
-    """Runs a `Policy` in the search loop: REINFORCE (or PPO, `algo="ppo"`) with a
+    """Runs a `Policy` in the search loop: REINFORCE (or PPO, given `ppo`) with a
     moving-average baseline, Adam, gradient-norm clipping, and logit noise for the first
     `noise_samples`. `entropy_coef` adds an entropy bonus per choice, relative to the
-    advantages' mean size (the reference has none: 0 by default)."""
+    advantages' mean size (the reference has none: 0 by default).
+
+    A subclass is what `agent._target_` names: it takes the agent's keys as keywords,
+    makes its record of them (`RLSettings.from_agent`) and passes it here with a function
+    that builds its policy (called with torch seeded by `seed` alone)."""
 
     def __init__(
         self,
         problem: Problem,
-        policy: Policy,
+        settings: RLSettings,
+        policy: Callable[[], Policy],
         *,
         seed: int = 0,
-        batch_size: int = 16,
-        lr: float = 0.003,
-        grad_clip: float = 1.0,
-        baseline_decay: float = 0.9,
-        failing_factor: float = 100.0,
-        noise_samples: int = 750,
-        entropy_coef: float = 0.0,
-        devices: str = "all",
-        algo: str = "reinforce",
-        ppo_epochs: int = 4,
-        ppo_clip: float = 0.2,
+        ppo: PPO | None = None,
     ) -> None:
+        with torch.random.fork_rng(devices=[]):  # the initial weights depend on the seed only
+            torch.manual_seed(seed)
+            self.policy = policy()
         super().__init__(problem, seed=seed)
-        if algo not in ("reinforce", "ppo"):
-            raise ValueError(f"agent.algo must be 'reinforce' or 'ppo', got {algo!r}")
-        for name, value in (("batch_size", batch_size), ("lr", lr), ("grad_clip", grad_clip),
-                            ("failing_factor", failing_factor), ("ppo_epochs", ppo_epochs),
-                            ("ppo_clip", ppo_clip)):  # fmt: skip
-            if value <= 0:
-                raise ValueError(f"agent.{name} must be positive, got {value}")
-        if not 0 <= baseline_decay < 1:
-            raise ValueError(f"agent.baseline_decay must be in [0, 1), got {baseline_decay}")
-        self.policy = policy
-        self.batch_size = batch_size
-        self.grad_clip = grad_clip
-        self.baseline_decay = baseline_decay
-        self.noise_samples = noise_samples
-        self.entropy_coef = entropy_coef
-        self.algo, self.ppo_epochs, self.ppo_clip = algo, ppo_epochs, ppo_clip
+        self.settings, self.ppo = settings, ppo
         self.generator = torch.Generator().manual_seed(seed)
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=settings.lr)
         # The failing cost is fixed per problem: `failing_factor` x the step on the fastest
         # single device it may use (ignoring memory). The reference's 100 s was ~100 steps
         # of its models; scaling by the problem keeps that ratio on 15 ms and 3 s steps.
-        sequential = float(problem.op_times[:, problem.devices(devices)].sum(axis=0).min())
-        self.failing_step_time = failing_factor * sequential
+        devices = problem.devices(settings.devices)
+        sequential = float(problem.op_times[:, devices].sum(axis=0).min())
+        self.failing_step_time = settings.failing_factor * sequential
         self.baseline = math.nan  # set to the first batch's mean cost (see `tell`)
         self.samples_seen = 0
         self._rollout: Rollout | None = None
@@ -146,9 +189,9 @@ class PolicyGradientPlacer(Placer):
 
     def ask(self) -> IntArray:
         self._asked_at = time.perf_counter()
-        noise = self.samples_seen < self.noise_samples
+        noise = self.samples_seen < self.settings.noise_samples
         with torch.no_grad():
-            self._rollout = self.policy.sample(self.batch_size, self.generator, noise)
+            self._rollout = self.policy.sample(self.settings.batch_size, self.generator, noise)
         return self._rollout.placements
 
     def tell(self, placements: IntArray, evaluation: Evaluation) -> None:
@@ -161,7 +204,8 @@ class PolicyGradientPlacer(Placer):
             self.baseline = mean_cost
         advantages = torch.as_tensor(self.baseline - costs, dtype=torch.float32)
         stats = self.update(rollout, advantages)
-        self.baseline = self.baseline_decay * self.baseline + (1 - self.baseline_decay) * mean_cost
+        decay = self.settings.baseline_decay
+        self.baseline = decay * self.baseline + (1 - decay) * mean_cost
         self.samples_seen += len(placements)
         elapsed = time.perf_counter() - self._asked_at
         self.metrics = {
@@ -172,11 +216,10 @@ class PolicyGradientPlacer(Placer):
         }
 
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> dict[str, float]:
-        """One REINFORCE step, or `ppo_epochs` PPO steps, on the rollout; returns
+        """One REINFORCE step, or `ppo.epochs` PPO steps, on the rollout; returns
         `train/...` statistics of the last step."""
-        epochs = 1
-        if self.algo == "ppo":
-            epochs = self.ppo_epochs
+        ppo = self.ppo
+        if ppo is not None:
             # by the batch's spread; with one sample or no spread, by the baseline's size,
             # so the advantages are never left in sqrt-seconds
             spread = advantages.std() if len(advantages) > 1 else torch.tensor(0.0)
@@ -188,21 +231,22 @@ class PolicyGradientPlacer(Placer):
         scale = advantages.abs().mean()
         decisions = sum(self.policy.decisions.values())
         stats: dict[str, float] = {}
-        for _ in range(epochs):
+        for _ in range(ppo.epochs if ppo is not None else 1):
             log_prob, entropies = self.policy.log_prob(rollout)
-            if self.algo == "ppo":
+            if ppo is not None:
                 ratio = torch.exp((log_prob - rollout.log_prob) / decisions)
-                clipped = ratio.clamp(1 - self.ppo_clip, 1 + self.ppo_clip)
+                clipped = ratio.clamp(1 - ppo.clip, 1 + ppo.clip)
                 objective = torch.minimum(ratio * advantages, clipped * advantages)
                 stats["train/clip_fraction"] = float((ratio != clipped).float().mean())
             else:
                 objective = advantages * log_prob
-            per = decisions if self.algo == "ppo" else 1  # PPO's objective is per decision
+            per = decisions if ppo is not None else 1  # PPO's objective is per decision
             bonus = sum(h * self.policy.decisions[name] / per for name, h in entropies.items())
-            loss = -objective.mean() - self.entropy_coef * scale * bonus
+            loss = -objective.mean() - self.settings.entropy_coef * scale * bonus
             self.optimizer.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
-            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)
+            clip = self.settings.grad_clip
+            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), clip)
             self.optimizer.step()
             stats |= {
                 "train/loss": float(loss.detach()),

@@ -3,13 +3,19 @@ style), and bad names fail with the valid options listed."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from hydra.utils import get_class
+from omegaconf import OmegaConf
 
 import eagle.app  # registers the `label` resolver
+from eagle.eagle_placer import EagleSettings
+from eagle.errors import ConfigError
+from eagle.hierarchical import HierarchicalSettings
 from eagle.placer import Placer
 from eagle.problem import COST_MODELS, load_cluster, problem_from_config
 from simulator import Cluster, OpGraph
@@ -78,6 +84,33 @@ def test_ray_launcher_example_composes_when_installed():
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     c = cfg("hydra/launcher=ray_local", hydra=True)
     assert c.hydra.launcher.ray.remote.num_cpus == 2
+
+
+RL_SETTINGS = {"hierarchical": HierarchicalSettings, "eagle": EagleSettings}
+
+
+@pytest.mark.parametrize("agent", sorted(RL_SETTINGS))
+def test_rl_agent_files_state_their_records_defaults(agent):
+    # Hydra needs every key in the file (overrides, the run's config.yaml); the record holds
+    # the defaults with their sources. agent/eagle.yaml inherits agent/hierarchical.yaml.
+    keys = OmegaConf.to_container(cfg(f"agent={agent}").agent)
+    assert keys.pop("name") == agent
+    placer = get_class(keys.pop("_target_"))
+    defaults = dataclasses.asdict(RL_SETTINGS[agent]())
+    assert keys == defaults
+    assert {k: type(v) for k, v in keys.items()} == {k: type(v) for k, v in defaults.items()}
+    assert placer.__module__ == RL_SETTINGS[agent].__module__
+
+
+@pytest.mark.parametrize("agent", sorted(RL_SETTINGS))
+def test_an_unknown_agent_key_is_refused_by_name(agent, cached_small_suites):
+    with pytest.raises(ConfigCompositionException, match=r"agent\.bogus"):
+        cfg(f"agent={agent}", "agent.bogus=1")
+    # appended with `+`, Hydra composes it; the agent's record refuses it, in one line
+    c = cfg(f"agent={agent}", "+agent.bogus=1", "suite=gnmt", "suite.variant=small")
+    with pytest.raises(ConfigError) as e:
+        eagle.app.make_placer(c.agent, problem_from_config(c), seed=0)
+    assert str(e.value).startswith("agent.bogus is not a setting of") and "\n" not in str(e.value)
 
 
 def test_user_files_name_the_run():

@@ -115,6 +115,18 @@ def test_ppo_ratio_starts_at_one_and_is_clipped_later(toy):
         EaglePlacer(toy, link="lstm")
     with pytest.raises(ValueError, match=r"agent\.features"):
         EaglePlacer(toy, features="raw")
+    with pytest.raises(ValueError, match=r"agent\.ppo_clip must be positive"):
+        EaglePlacer(toy, ppo_clip=0)
+
+
+def test_normalize_features_is_the_hierarchical_inputs_switch(toy):
+    # inherited from agent/hierarchical.yaml: it switches features=hierarchical's inputs,
+    # and features=eagle (standardized by itself) refuses to be told otherwise
+    raw = EaglePlacer(toy, features="hierarchical", normalize_features=False, **SMALL)
+    normalized = EaglePlacer(toy, features="hierarchical", **SMALL)
+    assert not torch.equal(raw.policy.numeric, normalized.policy.numeric)
+    with pytest.raises(ValueError, match=r"agent\.normalize_features=false"):
+        EaglePlacer(toy, normalize_features=False)
 
 
 def run(toy, samples=160, seed=5, **kw):

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from eagle.baselines.metis import min_cut_groups
+from eagle.errors import ConfigError
 from eagle.features import hierarchical_features, per_unit_mean
 from eagle.hierarchical import HierarchicalPlacer, group_embeddings
 from eagle.search import Budget, SearchState, search
@@ -85,6 +86,29 @@ def test_grouping_prior_starts_the_grouper_on_the_min_cut_partition():
         HierarchicalPlacer(p, grouping_prior=-1.0)
 
 
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("num_groups", 0, "agent.num_groups must be at least 1, got 0"),
+        ("hidden", 33, "agent.hidden must be even (two encoder directions), got 33"),
+        ("lr", -1.0, "agent.lr must be positive, got -1.0"),
+        ("baseline_decay", 1.0, "agent.baseline_decay must be in [0, 1), got 1.0"),
+    ],
+)
+def test_settings_are_checked_by_their_agent_key(key, value, message):
+    p = problem(two_chains(4), unit_cluster(2))
+    with pytest.raises(ValueError) as e:
+        HierarchicalPlacer(p, **{key: value})
+    assert str(e.value) == message
+
+
+def test_a_key_the_agent_does_not_have_is_refused_by_name():
+    p = problem(two_chains(4), unit_cluster(2))
+    # `algo` is EAGLE's switch, not the hierarchical planner's
+    with pytest.raises(ConfigError, match=r"^agent\.algo is not a setting of HierarchicalSettings"):
+        HierarchicalPlacer(p, algo="ppo")
+
+
 def test_per_unit_mean():
     values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     out = per_unit_mean(values, np.array([1, 0, 1]), 2)
@@ -124,7 +148,7 @@ def test_teacher_forced_log_prob_equals_the_sampled_one(toy, noise):
 def test_placements_keep_colocation_groups_together(toy):
     placer = HierarchicalPlacer(toy, seed=0, **SMALL)
     placements = placer.ask()
-    assert placements.shape == (placer.batch_size, toy.graph.num_ops)
+    assert placements.shape == (placer.settings.batch_size, toy.graph.num_ops)
     ids = toy.graph.colocation_ids
     for group in np.unique(ids[ids >= 0]):
         members = placements[:, ids == group]
