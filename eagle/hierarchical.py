@@ -17,16 +17,9 @@ Two networks, trained as one with REINFORCE (`eagle.rl`):
 **Grouping prior (our addition).** The grouper's logits get a bonus of
 `grouping_prior` nats on one group per op: its part in a balanced min-cut partition of
 the graph into `num_groups` parts (METIS, `eagle.baselines.metis.min_cut_groups`).
-Measured on p100x4, seed 0, before it existed:
-- the reference's grouper alone starts from a scattered grouping (96% of GNMT's edges
-  cross groups); placing scattered groups pays for copies everywhere and overflows the
-  GPUs (69% of BERT's first placements invalid), so the policy learns that the CPU is
-  safe and ends with everything on it (BERT: every sample 31.1 s after ~1200 samples
-  without logit noise, ~2000 with it);
-- a positional grouping (chunks of the topological order) cannot express GNMT's expert:
-  the expert's majority device per chunk gives 1.08-1.49 s against its 0.89 s, and
-  training on it plateaued at 1.05 s after 8000 samples;
-- with min-cut groups, even random GPU placements of 64 groups take 0.89-0.97 s.
+Without it the policy ended with everything on the CPU, and a positional grouping
+could not express GNMT's expert (the measurements: results/README.md, "Measurements
+behind the learned placers' defaults").
 The prior is added to the grouper network's logits, so a trained network could move an
 op; but at 20 nats the gradient on an op's prior group is ~G e^-20, and in practice the
 grouping is the partition (grouper entropy ~1e-4 nats per op) and only the placer
