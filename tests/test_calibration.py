@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.hardware.calibration import fit_link, fit_roofline, predict
 from simulator.devices import Roofline
+from simulator.hardware.calibration import fit_link, fit_roofline, predict
 
 TRUE = Roofline(
     peak_flops=100e9,
@@ -60,8 +60,8 @@ def test_link_fit_is_exact_on_alpha_beta_data():
 
 def test_shared_host_fit_recovers_known_constants():
     from simulator import Cluster, CostModel, simulate
-    from simulator.hardware.calibration import SharedHostCase, fit_shared_host
     from simulator.devices import DATASHEET
+    from simulator.hardware.calibration import SharedHostCase, fit_shared_host
     from simulator.placement import dealt_in_chunks
     from simulator.random_graphs import random_graph
 
