@@ -1,0 +1,196 @@
+"""`eagle-best`: the best-known placement of each suite on each cluster, as TSPLIB and
+MIPLIB publish a best-known solution per instance, so every placer's result can be read
+against the best anyone found, not only against the lower bound.
+
+    eagle-best update RUN_DIR... [--dir results/best_known]   # keep a faster valid one
+    eagle-best check [--dir results/best_known]               # re-simulate every record
+    eagle-best list [--dir results/best_known]
+
+A record is a folder `SUITE__CLUSTER/` (a small variant: `SUITE-small__CLUSTER/`) with
+`placement.json` (the run-dir format, `{op: device}`) and `summary.json` (`suite,
+variant, cluster, step_time, found_by, command, revision, date`). `update` rebuilds a run
+dir's problem from its `config.yaml` (`problem_from_config`, so a run dir names no
+code), re-simulates its placement, and replaces the record only if the placement is
+valid and faster than the record, re-simulated too. `check` fails (exit 1) when a
+record no longer simulates to its stored step time exactly: a cost-model or simulator
+change moved it, and the records are refreshed in the same commit (`update` on their
+own folders).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle import run_dir
+from eagle.errors import EagleError
+from eagle.problem import Problem, problem_from_config
+from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
+from simulator.files import parse_json, read_limited
+
+# The committed records, where this package runs from a clone of the repo.
+DEFAULT_DIR = Path(__file__).resolve().parents[1] / "results" / "best_known"
+
+
+class BestKnownError(EagleError):
+    """A record or candidate that cannot be read; the message names it."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One best-known placement: where it lives and what its summary says."""
+
+    path: Path
+    suite: str
+    variant: str
+    cluster: str
+    step_time: float
+    found_by: str
+
+
+def record_name(suite: str, variant: str, cluster: str) -> str:
+    return f"{suite}{'' if variant == 'default' else '-' + variant}__{cluster}"
+
+
+def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
+    """Every record under `folder`, by name; none if the folder does not exist."""
+    out = []
+    for summary in sorted(folder.glob("*/summary.json")) if folder.is_dir() else []:
+        doc = run_dir.json_object(summary)
+        try:
+            out.append(Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
+                              str(doc["cluster"]), float(doc["step_time"]),
+                              str(doc["found_by"])))  # fmt: skip
+        except (KeyError, TypeError, ValueError) as e:
+            raise BestKnownError(f"{summary}: not a best-known summary ({e})") from None
+    return out
+
+
+def best_known_times(folder: Path = DEFAULT_DIR) -> dict[tuple[str, str], float]:
+    """(suite, cluster) -> best-known step time, default variants only (the report's)."""
+    return {
+        (r.suite, r.cluster): r.step_time for r in read_records(folder) if r.variant == "default"
+    }
+
+
+def record_problem(record: Record) -> Problem:
+    suite = {"name": record.suite, "variant": record.variant}
+    return problem_from_config({"suite": suite, "cluster": {"name": record.cluster}})
+
+
+def simulate_file(problem: Problem, path: Path) -> tuple[float, bool, str | None]:
+    """(step time, valid, reason) of the placement file `path` on `problem`."""
+    placement = placement_from_json(parse_json(read_limited(path)), problem.graph, problem.cluster)
+    result = simulate(problem.graph, placement, problem.cluster, problem.cost_model)
+    return result.step_time, result.valid, result.reason
+
+
+def check(folder: Path = DEFAULT_DIR) -> list[str]:
+    """Records whose placement no longer simulates to the stored step time, one line each."""
+    problems = []
+    for r in read_records(folder):
+        step_time, valid, reason = simulate_file(record_problem(r), r.path / run_dir.PLACEMENT)
+        if not valid or step_time != r.step_time:
+            problems.append(
+                f"{r.path.name}: stored {r.step_time!r} s, simulated {step_time!r} s"
+                + ("" if valid else f" ({reason})")
+            )
+    return problems
+
+
+def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
+    """Replace the record of the run dir `candidate`'s suite and cluster if the run's
+    placement is valid and faster; one line saying what happened."""
+    config = run_dir.read_config(candidate / run_dir.CONFIG)
+    problem = problem_from_config(config)
+    suite = config["suite"]
+    if suite.get("path"):
+        raise BestKnownError(f"{candidate}: a graph file's run; records are of built-in suites")
+    variant = suite.get("variant") or "default"
+    cluster = problem.cluster.name
+    step_time, valid, reason = simulate_file(problem, candidate / run_dir.PLACEMENT)
+    if not valid:
+        return f"{candidate}: invalid placement ({reason}); record kept"
+    target = folder / record_name(problem.suite, variant, cluster)
+    if (target / "summary.json").exists():
+        old = next(r for r in read_records(folder) if r.path == target)
+        old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
+        if old_valid and old_time <= step_time:
+            return f"{candidate}: {step_time * 1e3:.1f} ms, not faster than the record's " \
+                f"{old_time * 1e3:.1f} ms ({old.found_by}); record kept"  # fmt: skip
+    placement = placement_from_json(
+        parse_json(read_limited(candidate / run_dir.PLACEMENT)), problem.graph, problem.cluster
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    run_dir.write_json(
+        target / run_dir.PLACEMENT, placement_to_json(placement, problem.graph, problem.cluster)
+    )
+    run_dir.write_json(target / "summary.json", {
+        "suite": problem.suite, "variant": variant, "cluster": cluster, "step_time": step_time,
+        "found_by": _found_by(candidate), "command": _command(candidate),
+        "revision": _revision(), "date": datetime.date.today().isoformat(),
+    })  # fmt: skip
+    return f"{candidate}: {step_time * 1e3:.1f} ms, the new record {target}"
+
+
+def _found_by(candidate: Path) -> str:
+    summary = run_dir.json_object(candidate / run_dir.SUMMARY)
+    return (
+        f"{summary.get('agent')} seed {summary.get('seed')}, {summary.get('samples')} "
+        f"samples in {float(summary.get('wall_s') or 0.0):.0f} s"
+    )
+
+
+def _command(candidate: Path) -> str:
+    """The run's command line, from Hydra's record of its overrides where it kept one."""
+    overrides = candidate / ".hydra" / "overrides.yaml"
+    if not overrides.is_file():
+        return "unknown (no .hydra/overrides.yaml in the run dir)"
+    items = [
+        line[2:].strip() for line in overrides.read_text().splitlines() if line.startswith("- ")
+    ]
+    return " ".join(["eagle-run", *items])
+
+
+def _revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="eagle-best", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("update", help="keep each run dir's placement if valid and faster")
+    up.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
+    sub.add_parser("check", help="re-simulate every record; exit 1 if one moved")
+    sub.add_parser("list", help="the records: suite, cluster, step time, found by")
+    for s in sub.choices.values():
+        s.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the records' folder")
+    args = p.parse_args(argv)
+    try:
+        if args.command == "update":
+            for run in args.runs:
+                print(update(run, args.dir))
+        elif args.command == "check":
+            moved = check(args.dir)
+            for line in moved:
+                print(line)
+            print(f"{len(read_records(args.dir)) - len(moved)} records simulate to their step time")
+            return 1 if moved else 0
+        else:
+            for r in read_records(args.dir):
+                print(f"{r.path.name:<28}{r.step_time * 1e3:>10.1f} ms  {r.found_by}")
+    except (EagleError, SimulatorError, OSError, ValueError) as e:
+        print(f"eagle-best: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,61 @@
+"""Best-known placements: `eagle-best update` keeps only a valid, faster placement, `check`
+notices a record that no longer simulates to its step time, and every committed record
+re-simulates to its stored step time exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eagle import best_known
+from eagle.app import run
+from tests.test_app import cfg
+
+EXPECTED = {f"{s}__{c}" for s in ("inception_v3", "gnmt", "bert") for c in ("p100x4", "p100x8")}
+
+
+def small_run(tmp_path, agent, **extra):
+    out = tmp_path / agent
+    overrides = [f"agent={agent}", "suite=bert", "suite.variant=small", "budget.samples=64",
+                 *[f"{k}={v}" for k, v in extra.items()]]  # fmt: skip
+    return out, run(cfg(*overrides), out)
+
+
+def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_record(
+    cached_small_suites, tmp_path, capsys
+):
+    records = tmp_path / "records"
+    single, single_summary = small_run(tmp_path, "single")
+    m_etf, m_etf_summary = small_run(tmp_path, "m_etf")
+    assert m_etf_summary["best_step_time"] < single_summary["best_step_time"]
+
+    assert best_known.main(["update", str(m_etf), "--dir", str(records)]) == 0
+    (record,) = best_known.read_records(records)
+    assert record.path.name == "bert-small__p100x4"
+    assert record.step_time == m_etf_summary["best_step_time"]
+    assert record.found_by.startswith("m_etf seed 0")
+    assert "the new record" in capsys.readouterr().out
+
+    assert best_known.main(["update", str(single), "--dir", str(records)]) == 0  # slower
+    assert "record kept" in capsys.readouterr().out
+    assert best_known.read_records(records)[0].step_time == m_etf_summary["best_step_time"]
+    assert best_known.check(records) == []
+
+    summary = record.path / "summary.json"
+    doc = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**doc, "step_time": doc["step_time"] * 0.9}))
+    assert best_known.main(["check", "--dir", str(records)]) == 1
+    assert "bert-small__p100x4: stored" in capsys.readouterr().out
+
+
+def test_update_refuses_what_it_cannot_read(tmp_path, capsys):
+    assert best_known.main(["update", str(tmp_path / "nowhere"), "--dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("eagle-best: error: ")
+
+
+@pytest.mark.skipif(not best_known.DEFAULT_DIR.is_dir(), reason="no records committed here")
+def test_every_committed_record_simulates_to_its_stored_step_time():
+    names = {r.path.name for r in best_known.read_records()}
+    assert names == EXPECTED
+    assert best_known.check() == []
