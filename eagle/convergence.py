@@ -136,9 +136,15 @@ def on_grid(run: pd.DataFrame, x: str, grid: np.ndarray) -> np.ndarray:
     return np.where(k >= 0, ys[np.clip(k, 0, None)], np.nan)
 
 
-def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
+def plot(
+    frame: pd.DataFrame,
+    out: Path,
+    placer_order: list[str],
+    best_known: dict[tuple[str, str], float] | None = None,
+) -> list[Path]:
     """`convergence_samples` and `convergence_wall` (PNG and PDF) in `out`: one panel per
-    suite (and cluster), one colour per placer; returns the files written."""
+    suite (and cluster), one colour per placer, the best-known step time (by suite and
+    cluster, where recorded) as a black dotted line; returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,6 +160,10 @@ def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
         handles: dict[str, Any] = {}
         for ax, ((suite, cluster), panel) in zip(axes[0], panels, strict=True):
             off_scale = _panel(ax, panel, x, placers, colours, handles)
+            known = (best_known or {}).get((str(suite), str(cluster)))
+            if known is not None:
+                handles["best known"] = ax.axhline(known * 1e3, color="black", ls=":", lw=1.2)
+                ax.set_ylim(min(ax.get_ylim()[0], 0.97 * known * 1e3), ax.get_ylim()[1])
             title = f"{suite} on {cluster}"
             if off_scale:
                 title += "\noff scale: " + ", ".join(off_scale)
@@ -161,7 +171,7 @@ def plot(frame: pd.DataFrame, out: Path, placer_order: list[str]) -> list[Path]:
             ax.set_xlabel(label)
             ax.set_ylabel("best per-step time (ms)")
             ax.grid(alpha=0.3)
-        ordered = [p for p in [*placers, *MARKERS.values()] if p in handles]
+        ordered = [p for p in [*placers, *MARKERS.values(), "best known"] if p in handles]
         fig.legend([handles[p] for p in ordered], ordered, loc="lower center",
                    ncol=min(len(ordered), 3 * len(panels)), fontsize=9, frameon=False,
                    title="solid: searches, mean over seeds (band: best to worst seed); "

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 import suites
-from eagle import convergence, run_dir, timeline
+from eagle import best_known, convergence, run_dir, timeline
 from eagle.errors import EagleError
 from simulator import SimulatorError
 
@@ -40,8 +40,10 @@ PLACER_ORDER = (
     "m_topo",
     "m_etf",
     "heft",
+    "m_sct",
     "hierarchical",
     "eagle",
+    "local_search",
 )
 TABLE_COLUMNS = (
     "suite",
@@ -53,6 +55,8 @@ TABLE_COLUMNS = (
     "valid_seeds",
     "ratio_to_lower_bound",
     "lower_bound",
+    "ratio_to_best_known",
+    "best_known",
     "cost_model",
     "status",
 )
@@ -146,8 +150,15 @@ def runs_frame(
     return pd.DataFrame(rows, columns=columns)
 
 
-def table(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = None) -> pd.DataFrame:
-    """One row per suite x cluster x placer (TABLE_COLUMNS); seconds, not milliseconds."""
+def table(
+    records: list[run_dir.RunRecord],
+    labels: dict[Path, str] | None = None,
+    best: dict[tuple[str, str], float] | None = None,
+) -> pd.DataFrame:
+    """One row per suite x cluster x placer (TABLE_COLUMNS); seconds, not milliseconds.
+    `best`: the best-known step time by (suite, cluster) (`eagle.best_known`), where one
+    is recorded: each cell's ratio to it sits beside its ratio to the lower bound."""
+    best = best or {}
     runs = runs_frame(records, labels)
     failed = [r.error for r in records if r.error is not None]
     rows = []
@@ -179,6 +190,8 @@ def table(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = Non
                 "valid_seeds": len(times),
                 "ratio_to_lower_bound": mean / bound if bound > 0 else math.nan,
                 "lower_bound": bound,
+                "ratio_to_best_known": mean / best.get((suite, cluster), math.nan),
+                "best_known": best.get((suite, cluster), math.nan),
                 "cost_model": "/".join(sorted(set(mine.cost_model))) if len(mine) else "",
                 "status": status,
             }
@@ -240,7 +253,10 @@ def _cell(row: pd.Series, best: float) -> str:
     if not math.isnan(row.std_step_time):
         text += f" ± {ms(row.std_step_time)}"
     if not math.isnan(row.ratio_to_lower_bound):
-        text += f" (x{row.ratio_to_lower_bound:.2f})"
+        text += f" (x{row.ratio_to_lower_bound:.2f}"
+        if not math.isnan(row.ratio_to_best_known):
+            text += f", bk x{row.ratio_to_best_known:.2f}"
+        text += ")"
     if row.valid_seeds < row.seeds:
         text += f" [{row.valid_seeds}/{row.seeds} valid]"
     return f"**{text}**" if row.mean_step_time == best else text
@@ -250,17 +266,19 @@ def rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The paper-style table's header and cells (shared by markdown and LaTeX): rows
     suite x cluster, columns placers, then EAGLE's speed-up and the cost model."""
     placers = sorted(frame.placer.unique(), key=lambda p: (placer_rank(p), p))
-    header = ["suite", "cluster", "lower bound", *placers, "eagle speed-up", "cost model"]
+    header = ["suite", "cluster", "lower bound", "best known", *placers, "eagle speed-up",
+              "cost model"]  # fmt: skip
     body = []
     for (suite, cluster), group in frame.groupby(["suite", "cluster"], sort=False):
         best = group.mean_step_time.min()
         cells = dict.fromkeys(placers, "—")
         for _, row in group.iterrows():
             cells[row.placer] = _cell(row, best)
-        bound = group.lower_bound.iloc[0]
+        bound, known = group.lower_bound.iloc[0], group.best_known.iloc[0]
         gain = speedup(frame, str(suite), str(cluster))
         body.append([
-            str(suite), str(cluster), ms(bound) if np.isfinite(bound) else "?", *cells.values(),
+            str(suite), str(cluster), ms(bound) if np.isfinite(bound) else "?",
+            ms(known) if np.isfinite(known) else "—", *cells.values(),
             f"{gain:+.1%}" if math.isfinite(gain) else "—",
             "/".join(sorted({m for m in group.cost_model if m})) or "unknown",
         ])  # fmt: skip
@@ -271,7 +289,9 @@ def markdown(frame: pd.DataFrame) -> str:
     """The table as markdown, the best cell of a row in bold."""
     header, body = rows(frame)
     lines = [
-        "Best per-step time in ms: mean ± std over seeds, (xr) its ratio to the lower bound;",
+        "Best per-step time in ms: mean ± std over seeds, (xr) its ratio to the lower bound",
+        "(no placement is faster), bk xr its ratio to the best-known placement (the fastest",
+        "anyone found, results/best_known/; x1.00 = as good as the best known);",
         "bold: the fastest placer of the row; — : not run. eagle speed-up: how much faster",
         "EAGLE's mean is than the hierarchical planner's (the paper: +2.7% GNMT, +18.7% BERT).",
         "cost model: datasheet rooflines or measured profiles.",
@@ -294,7 +314,7 @@ def latex(frame: pd.DataFrame) -> str:
 
     lines = [
         "% eagle-report: best per-step time in ms, mean $\\pm$ std over seeds, "
-        "(ratio to the lower bound)",
+        "(ratio to the lower bound, bk: ratio to the best-known placement)",
         "\\begin{tabular}{" + "l" * 2 + "r" * (len(header) - 2) + "}",
         "\\toprule",
         " & ".join(tex(h) for h in header) + " \\\\",
@@ -317,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--table-name", default="report", help="stem of the table files (default: report)"
     )
+    parser.add_argument(
+        "--best-known", type=Path, default=best_known.DEFAULT_DIR, metavar="DIR",
+        help="best-known placements to compare with (default: the repo's results/best_known)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.is_dir()]
     if missing:
@@ -325,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     labels, split = placer_labels(records)
     for warning in [*warnings, *split]:
         print(f"warning: {warning}", file=sys.stderr)
-    frame = table(records, labels)
+    known = best_known.best_known_times(args.best_known)
+    frame = table(records, labels, known)
     if frame.empty:
         print(f"no finished runs under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1
@@ -344,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir.write_csv(out / "search_cost.csv", cost)
         written.append(out / "search_cost.csv")
     if len(runs):
-        written += convergence.plot(runs, out, list(PLACER_ORDER))
+        written += convergence.plot(runs, out, list(PLACER_ORDER), known)
     for record in records:  # the searches' best placements, device by device
         s = record.summary
         if s is not None and s.get("stopped_by") != "placer" and has_placement(record.path):

@@ -76,6 +76,18 @@ def test_markdown_marks_best_failed_and_missing(sweep):
     assert "| failed |" in rows["bert"] and "| — |" in rows["bert"]  # expert failed, no random
 
 
+def test_cells_read_against_the_best_known_placement(sweep):
+    records = run_dir.scan([sweep])[0]
+    t = report.table(records, best={("gnmt", "p100x4"): 1.2}).set_index(["suite", "placer"])
+    assert t.loc[("gnmt", "random")].ratio_to_best_known == pytest.approx(4.0 / 1.2)
+    assert t.loc[("gnmt", "heft")].best_known == 1.2
+    assert math.isnan(t.loc[("bert", "heft")].ratio_to_best_known)  # no record for bert
+    lines = report.markdown(t.reset_index()).splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines if "p100x4" in line}
+    assert "| 1,200.0 |" in rows["gnmt"] and "**1,500.0 (x1.50, bk x1.25)**" in rows["gnmt"]
+    assert rows["bert"].startswith("| bert | p100x4 | 4,000.0 | — |")
+
+
 def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
     out = tmp_path / "out"
     assert report.main([str(sweep), "--out", str(out)]) == 0
@@ -123,7 +135,7 @@ def test_eagle_speedup_and_latex_table(tmp_path):
     assert "1,100.0 ± 0 (x1.10)" in lines["gnmt"]
     assert lines["bert"].endswith("| — | unknown |")
     tex = report.latex(frame)
-    assert tex.startswith("%") and "\\begin{tabular}{llrrrrr}" in tex
+    assert tex.startswith("%") and "\\begin{tabular}{llrrrrrr}" in tex
     assert "\\textbf{1,000.0 ($\\times$1.00)}" in tex and "1,100.0 $\\pm$ 0" in tex
     assert "+10.0\\%" in tex and "±" not in tex and "**" not in tex
     assert tex.count("\\\\\n") == 3  # the header and two suites
