@@ -1,4 +1,5 @@
-"""single, random, expert and METIS: what each proposes, checked against hand-made cases."""
+"""single, random, expert, METIS and Baechi's placers: what each proposes, checked against
+hand-made cases and the small suites."""
 
 from __future__ import annotations
 
@@ -115,3 +116,21 @@ def test_metis_proposes_every_part_count_and_keeps_groups():
     for row in batch:
         for group in range(len(g.colocation_vocab)):
             assert len(set(row[g.colocation_ids == group].tolist())) == 1
+
+
+def test_baechi_placers_are_valid_on_the_small_suites(small_suites):
+    from eagle.baselines import METFPlacer, MSCTPlacer, MTopoPlacer
+    from simulator import Cluster
+
+    cluster = Cluster.load("p100x4")
+    for name, g in small_suites.items():
+        p = problem(g, cluster, suite=name)
+        for cls in (MTopoPlacer, METFPlacer, MSCTPlacer):
+            placer = cls(p)
+            result = search(placer, p, Budget(samples=10), progress=False)
+            assert result.best_valid and result.samples == 1, (name, cls.__name__)
+            used = np.unique(result.best_placement)
+            assert set(used.tolist()) <= set(p.devices("gpus").tolist()), (name, cls.__name__)
+        # m-TOPO splits the footprint over all four GPUs (the old one put all of BERT's
+        # small graph on gpu0)
+        assert len(np.unique(MTopoPlacer(p).ask()[0])) == 4, name

@@ -1,4 +1,4 @@
-"""m-TOPO, m-ETF and HEFT on DAGs small enough to schedule by hand.
+"""m-TOPO, m-ETF, m-SCT and HEFT on DAGs small enough to schedule by hand.
 
 Unit cluster (conftest): every op takes its `t` on every device; a copy of b bytes takes
 1 + b s. The two-speed cluster has a fast and a slow device with per-type times.
@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from eagle.baselines import HeftPlacer, METFPlacer, MTopoPlacer
+from eagle.baselines import HeftPlacer, METFPlacer, MSCTPlacer, MTopoPlacer
 from eagle.baselines.heft import earliest_gap, upward_ranks
+from eagle.baselines.m_sct import favourite_children, relaxation
 from eagle.baselines.scheduling import PartialPlacement
 from eagle.placer import Placer
 from eagle.search import Budget, search
-from simulator import Cluster, OpGraph
+from simulator import Cluster, OpGraph, simulate
 from tests.conftest import graph, problem, unit_cluster
 
 
@@ -123,16 +124,17 @@ def test_etf_starts_early_where_heft_finishes_early():
     assert build(HeftPlacer, g, TWO_SPEED) == [0, 0]
 
 
-def test_m_etf_respects_memory():
+def test_m_etf_and_m_sct_respect_memory():
     # u -> v over a 10-byte edge (copy 11 s), each holding 60 parameter bytes.
     # Plenty of memory: v follows u onto d0 (starts at 1 instead of 12).
     # 100 bytes per device: d0 would hold u's 60 + u's 10-byte output + v's 60 = 130, so v
-    # goes to d1 (60 + a 10-byte copy = 70).
+    # goes to d1 (60 + a 10-byte copy = 70), for m-SCT too, though v is u's favourite child.
     ops = [{"name": "u", "t": 1, "param_bytes": 60, "output_bytes": 10},
            {"name": "v", "t": 1, "param_bytes": 60}]  # fmt: skip
     g = graph(ops, [("u", "v", 10)])
-    assert build(METFPlacer, g, unit_cluster(2)) == [0, 0]
-    assert build(METFPlacer, g, unit_cluster(2, memory=100)) == [0, 1]
+    for placer in (METFPlacer, MSCTPlacer):
+        assert build(placer, g, unit_cluster(2)) == [0, 0], placer.__name__
+        assert build(placer, g, unit_cluster(2, memory=100)) == [0, 1], placer.__name__
 
 
 def test_heft_keeps_colocation_groups_together():
@@ -159,10 +161,125 @@ def test_free_ops_follow_their_group_instead_of_deciding_it():
 
 
 def test_m_topo_fills_devices_in_order_by_memory_share():
-    # footprint 10 bytes each, share 40 / 2 = 20: two ops per device, in topological order
+    # footprint 10 bytes each; a device holds its share 40 / 2 plus the largest op's 10 (as
+    # in Baechi): three ops on d0, in topological order, the rest on d1
     ops = [{"name": f"x{i}", "t": 1, "output_bytes": 10} for i in range(4)]
     g = graph(ops, [("x0", "x1", 10), ("x1", "x2", 10), ("x2", "x3", 10)])
-    assert build(MTopoPlacer, g, unit_cluster(2)) == [0, 0, 1, 1]
+    assert build(MTopoPlacer, g, unit_cluster(2)) == [0, 0, 0, 1]
+
+
+def test_m_topo_counts_a_colocation_group_when_it_is_placed():
+    # p (a 25-byte parameter, free) shares group g with u, the last op. x0 comes first and
+    # pins nothing; u pins g, so g's 25 bytes count on u's device, as in Baechi, which
+    # places a group whole. Footprint 10 + 10 + 10 + 25 = 55, cap 55 / 2 + 25 = 52.5:
+    # x0, x1, x2 (30) on d0; u's unit (25) would take d0 to 55: d1, and p follows.
+    ops = [
+        {"name": "p", "t": 0, "colocation": "g", "param_bytes": 25},
+        *({"name": f"x{i}", "t": 1, "output_bytes": 10} for i in range(3)),
+        {"name": "u", "t": 1, "colocation": "g"},
+    ]
+    edges = [("x0", "x1", 10), ("x1", "x2", 10), ("x2", "u", 10), ("p", "u", 25)]
+    assert build(MTopoPlacer, graph(ops, edges), unit_cluster(2)) == [1, 0, 0, 0, 1]
+
+
+def forward_backward(layers: int) -> OpGraph:
+    """A training step in miniature: forward f1..fL (10-byte activations), backward
+    bL..b1 (1-byte gradients), each b_i reading f_i's activation."""
+    ops = [{"name": f"f{i}", "t": 1, "output_bytes": 10} for i in range(1, layers + 1)]
+    ops += [{"name": f"b{i}", "t": 1, "output_bytes": 1} for i in range(layers, 0, -1)]
+    edges = [(f"f{i}", f"f{i + 1}", 10) for i in range(1, layers)]
+    edges += [(f"f{i}", f"b{i}", 10) for i in range(1, layers + 1)]
+    edges += [(f"b{i + 1}", f"b{i}", 1) for i in range(1, layers)]
+    return graph(ops, edges)
+
+
+def test_m_topo_moves_the_overflow_on_instead_of_piling_it_onto_the_last_device():
+    # 4 layers on 3 devices of 30 bytes. The old m-TOPO marked d0 and d1 full after one or
+    # two forward ops (a share of 44 / 3 bytes with no slack, and a live-memory estimate
+    # holding each activation until its backward op was placed), so d2 took the rest and
+    # all four activations (40 bytes): out of memory, and each retry with less memory on
+    # every device piled as much or more onto d2 (BERT on p100x4 failed the same way).
+    g = forward_backward(4)
+    p = problem(g, unit_cluster(3, memory=30))
+    placer = MTopoPlacer(p, devices="all")
+    result = search(placer, p, Budget(samples=10), progress=False)
+    # Footprint 4 x 10 + 4 x 1 = 44; cap 44 / 3 + 10 = 24.7. Try 1: f1 f2 (20) on d0,
+    # the rest (24) on d1, which holds f3's and f4's outputs and copies of f1's and f2's
+    # for b1, b2 (41 bytes): oom:d1. Retry: d1's share x 0.8 (shares 1 : 0.8 : 1), caps
+    # 25.7, 22.6, 25.7: f1 f2 on d0, f3 f4 b4 b3 (22) on d1, b2 b1 on d2.
+    assert result.samples == 2 and result.best_valid
+    assert result.best_placement.tolist() == [0, 0, 1, 1, 1, 1, 2, 2]
+    assert np.allclose(placer.shares, np.array([1, 0.8, 1]) / 2.8)
+    peak = simulate(g, result.best_placement, p.cluster, p.cost_model).peak_memory
+    assert peak.tolist() == [20, 21, 22]
+
+
+def test_m_topo_says_which_shares_it_tried_last():
+    # 50 parameter bytes on 30-byte devices: no split can fit
+    g = graph([{"name": "big", "t": 1, "param_bytes": 50}], [])
+    placer = MTopoPlacer(problem(g, unit_cluster(2, memory=30)), devices="all", retries=1)
+    result = search(placer, placer.problem, Budget(samples=10), progress=False)
+    assert result.samples == 2 and not result.best_valid
+    assert result.notes == (
+        "still out of memory (oom:d0) after 1 retries with smaller shares for the devices "
+        "out of memory (last: d0 44%, d1 56%)",
+    )
+    state = placer.state_dict()
+    again = MTopoPlacer(placer.problem, devices="all", retries=1)
+    again.load_state_dict(state)
+    assert again.shares.tolist() == placer.shares.tolist()
+
+
+def test_m_sct_lp_picks_the_heavy_edges_as_favourite_children():
+    # a -> b (10 bytes), a -> c (1), b -> d (1), c -> d (10); every op 1 s. A copy of k
+    # bytes takes 1 + k s. a may keep one child, d one parent. Paths a-b-d and a-c-d take
+    # 3 + 11 x_ab + 2 x_bd and 3 + 2 x_ac + 11 x_cd; with x_ac >= 1 - x_ab and
+    # x_bd >= 1 - x_cd their sum is at least 10 + 9 (x_ab + x_cd), so the makespan is 5
+    # exactly when x_ab = x_cd = 0 (and x_ac = x_bd = 1): b is a's favourite child, d c's.
+    ops = [{"name": n, "t": 1} for n in "abcd"]
+    g = graph(ops, [("a", "b", 10), ("a", "c", 1), ("b", "d", 1), ("c", "d", 10)])
+    src, dst, x = relaxation(problem(g, unit_cluster(2)), np.arange(2))
+    assert src.tolist() == [0, 0, 1, 2] and dst.tolist() == [1, 2, 3, 3]
+    assert np.allclose(x, [0, 1, 1, 0], atol=1e-9)
+    assert favourite_children(src, dst, x, 4).tolist() == [1, -1, 3, -1]
+
+
+def test_m_sct_lp_relaxation_is_fractional_and_rounded_at_one_half():
+    # a -> b (10 bytes: copy 11 s), a -> c (1 byte: 2 s), 1 s each: makespan
+    # 2 + max(11 x_ab, 2 x_ac) with x_ab + x_ac >= 1 is least at x_ab = 2/13 <= 0.5: b.
+    g = graph([{"name": n, "t": 1} for n in "abc"], [("a", "b", 10), ("a", "c", 1)])
+    src, dst, x = relaxation(problem(g, unit_cluster(2)), np.arange(2))
+    assert np.allclose(x, [2 / 13, 11 / 13], atol=1e-9)
+    assert favourite_children(src, dst, x, 3).tolist() == [1, -1, -1]
+    assert favourite_children(src, dst, x, 3, threshold=0.1).tolist() == [-1, -1, -1]
+
+
+def test_favourite_children_repair_keeps_one_child_and_one_parent_each():
+    # rounding keeps all four edges; the smallest x first: 0->2, then 1->2 (2 has a parent
+    # already) and 0->3 (0 has a child already) are dropped, 1->3 is kept
+    src, dst = np.array([0, 0, 1, 1]), np.array([2, 3, 2, 3])
+    x = np.array([0.1, 0.4, 0.3, 0.5])
+    assert favourite_children(src, dst, x, 4).tolist() == [2, 3, -1, -1]
+
+
+def test_m_sct_keeps_the_device_for_the_favourite_child():
+    # a (1 s) -> j (1 s) over 2 bytes (copy 3 s); y and r (1.5 s each) are independent.
+    # LP: makespan max(2 + 3 x_aj, 1.5) is least at x_aj = 0: j is a's favourite child.
+    # Both: a on d0 [0, 1], y on d1 [0, 1.5] (ties: lower op, lower device).
+    # m-ETF: r and j could both start at 1 on d0; r has the lower index: d0 [1, 2.5],
+    #   then j on d0 [2.5, 3.5] (on d1 its input arrives at 4). Step 3.5 s.
+    # m-SCT: d0 is kept for j; r may start there only when urgent, at 1.5 (when it could
+    #   start on every device): j on d0 [1, 2], r on d1 [1.5, 3]. Step 3 s.
+    ops = [{"name": "a", "t": 1}, {"name": "y", "t": 1.5}, {"name": "r", "t": 1.5},
+           {"name": "j", "t": 1}]  # fmt: skip
+    g = graph(ops, [("a", "j", 2)])
+    cluster = unit_cluster(2)
+    assert build(METFPlacer, g, cluster) == [0, 1, 0, 0]
+    assert build(MSCTPlacer, g, cluster) == [0, 1, 1, 0]
+    p = problem(g, cluster)
+    steps = [simulate(g, build(cls, g, cluster), cluster, p.cost_model).step_time
+             for cls in (METFPlacer, MSCTPlacer)]  # fmt: skip
+    assert steps == [3.5, 3.0]
 
 
 def test_out_of_memory_retries_with_less_memory_and_then_says_so():
@@ -183,7 +300,7 @@ def test_schedulers_never_split_colocation_groups_on_random_graphs():
         g = random_graph(300, seed=seed, colocation_fraction=0.2)
         cluster = unit_cluster(3)
         p = problem(g, cluster)
-        for cls in (HeftPlacer, METFPlacer, MTopoPlacer):
+        for cls in (HeftPlacer, METFPlacer, MSCTPlacer, MTopoPlacer):
             placer = cls(p, devices="all")
             batch = placer.ask()
             assert batch is not None

@@ -2,6 +2,7 @@
 
 from eagle.baselines.heft import HeftPlacer
 from eagle.baselines.m_etf import METFPlacer
+from eagle.baselines.m_sct import MSCTPlacer
 from eagle.baselines.m_topo import MTopoPlacer
 from eagle.baselines.metis import MetisPlacer
 from eagle.baselines.simple import ExpertPlacer, RandomPlacer, SinglePlacer
@@ -10,6 +11,7 @@ __all__ = [
     "ExpertPlacer",
     "HeftPlacer",
     "METFPlacer",
+    "MSCTPlacer",
     "MTopoPlacer",
     "MetisPlacer",
     "RandomPlacer",

@@ -19,20 +19,13 @@ from bisect import bisect_right
 import numpy as np
 
 from eagle.baselines.m_etf import arrival_times
-from eagle.baselines.scheduling import MemoryRetryPlacer, PartialPlacement
+from eagle.baselines.scheduling import MemoryRetryPlacer, PartialPlacement, mean_copy_cost
 from simulator.graph import FloatArray, IntArray
 
 
 def upward_ranks(plan: PartialPlacement, mean_time: FloatArray) -> FloatArray:
-    problem = plan.problem
-    g = problem.graph
-    cand = plan.devices
-    pairs = [(s, d) for s in cand for d in cand if s != d]
-    if pairs:
-        mean_latency = float(np.mean([problem.cluster.latency[s, d] for s, d in pairs]))
-        mean_inv_bw = float(np.mean([1.0 / problem.cluster.bandwidth[s, d] for s, d in pairs]))
-    else:
-        mean_latency = mean_inv_bw = 0.0
+    g = plan.problem.graph
+    mean_latency, mean_inv_bw = mean_copy_cost(plan.problem, plan.devices)
     comm = np.where(plan.free[g.edge_src], 0.0, mean_latency + g.edge_bytes * mean_inv_bw)
     rank = np.zeros(g.num_ops)
     for i in range(g.num_ops - 1, -1, -1):
@@ -55,12 +48,12 @@ def earliest_gap(starts: list[float], ends: list[float], ready: float, length: f
 class HeftPlacer(MemoryRetryPlacer):
     default_devices = "all"  # HEFT weighs each op's finish time on every device
 
-    def build(self, memory_fraction: float) -> IntArray:
+    def build(self) -> IntArray:
         problem = self.problem
         g = problem.graph
         cand = self.candidates
         times = problem.op_times[:, cand]
-        plan = PartialPlacement(problem, cand, memory_fraction)
+        plan = PartialPlacement(problem, cand, self.fraction)
         rank = upward_ranks(plan, np.where(plan.free, 0.0, times.mean(axis=1)))
         order = np.lexsort((np.arange(g.num_ops), -rank))
         finish = np.zeros(g.num_ops)

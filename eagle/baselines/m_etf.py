@@ -41,13 +41,14 @@ def arrival_times(
 
 
 class METFPlacer(MemoryRetryPlacer):
-    def build(self, memory_fraction: float) -> IntArray:
+    def build(self) -> IntArray:
         problem = self.problem
         g = problem.graph
         cand = self.candidates
         times = problem.op_times[:, cand]
-        plan = PartialPlacement(problem, cand, memory_fraction)
+        plan = PartialPlacement(problem, cand, self.fraction)
         finish = np.zeros(g.num_ops)
+        last = np.full(len(cand), -1)  # the op each candidate device ran last
         waiting = np.diff(g.in_ptr).astype(np.int64)  # unscheduled inputs per op
         avail = np.zeros(len(cand))  # when each candidate device is next free
         # the ready ops, kept compact (swap-remove): ids, input arrival per device
@@ -92,6 +93,7 @@ class METFPlacer(MemoryRetryPlacer):
                 keep = start[r, column[pins[r]]]
                 start[r] = np.inf
                 start[r, column[pins[r]]] = keep
+            self._prefer(ids[:count], start, last)
             r, c = self._choose(plan, ids[:count], start, pins)
             i = int(ids[r])
             # an input from a free producer whose group got pinned since: recheck arrival
@@ -99,10 +101,16 @@ class METFPlacer(MemoryRetryPlacer):
             plan.place(i, int(cand[c]))
             finish[i] = begin + times[i, c]
             avail[c] = finish[i]
+            last[c] = i
             count -= 1
             ids[r], arrival[r] = ids[count], arrival[count]
             release(i)
         return plan.finish()
+
+    def _prefer(self, ids: IntArray, start: FloatArray, last: IntArray) -> None:
+        """Adjust, in place, when each ready op (row of `start`, op ids `ids`) could start
+        on each candidate device (column), given the op each device ran `last`. ETF takes
+        the times as they are; m-SCT keeps a device for its last op's favourite child."""
 
     @staticmethod
     def _choose(

@@ -1,5 +1,6 @@
-"""What the list-scheduling baselines (m-TOPO, m-ETF, HEFT) share: colocation pins, a
-memory estimate, and what to do with ops that cost nothing.
+"""What the list-scheduling baselines (m-TOPO, m-ETF, m-SCT, HEFT) share: colocation pins, a
+memory estimate, what to do with ops that cost nothing, and retries when the simulator
+finds a placement out of memory.
 
 A list scheduler assigns ops to devices one at a time. `PartialPlacement` keeps, as it
 goes:
@@ -140,11 +141,25 @@ class PartialPlacement:
         return device.copy()
 
 
-class MemoryRetryPlacer(Placer):
-    """A one-shot heuristic that retries with a tighter memory estimate when the simulator
-    finds its placement out of memory: each retry scales the usable memory by `shrink`.
+def mean_copy_cost(problem: Problem, devices: IntArray) -> tuple[float, float]:
+    """(mean latency, mean 1 / bandwidth) over ordered pairs of distinct `devices`: a copy
+    of b bytes between two of them takes `latency + b / bandwidth` on average; (0, 0) for
+    one device."""
+    pairs = [(s, d) for s in devices for d in devices if s != d]
+    if not pairs:
+        return 0.0, 0.0
+    cluster = problem.cluster
+    latency = float(np.mean([cluster.latency[s, d] for s, d in pairs]))
+    inv_bandwidth = float(np.mean([1.0 / cluster.bandwidth[s, d] for s, d in pairs]))
+    return latency, inv_bandwidth
 
-    Subclasses implement `build(memory_fraction) -> placement`.
+
+class MemoryRetryPlacer(Placer):
+    """A one-shot heuristic that retries with less memory when the simulator finds its
+    placement out of memory. By default each retry scales the usable memory of every
+    device (`fraction`) by `shrink`; a subclass may tighten differently (`retry`).
+
+    Subclasses implement `build() -> placement`.
     """
 
     default_devices = "gpus"  # Baechi places on the GPUs
@@ -168,13 +183,21 @@ class MemoryRetryPlacer(Placer):
         self.attempts = 0
         self.planned = 1  # more if the simulator finds it out of memory
 
-    def build(self, memory_fraction: float) -> IntArray:
+    def build(self) -> IntArray:
         raise NotImplementedError
+
+    def retry(self, device: int) -> None:
+        """Tighten the next build: the simulator found `device` out of memory."""
+        self.fraction *= self.shrink
+
+    def tightened(self) -> str:
+        """What the last build assumed, said when the retries run out."""
+        return f"less memory (last: {self.fraction:.0%} of each device's)"
 
     def ask(self) -> IntArray | None:
         if self.done:
             return None
-        return self.build(self.fraction)[None, :]
+        return self.build()[None, :]
 
     def tell(self, placements: IntArray, evaluation: Evaluation) -> None:
         self.attempts += 1
@@ -187,11 +210,12 @@ class MemoryRetryPlacer(Placer):
         if self.attempts > self.retries:
             self.done = True
             self.notes.append(
-                f"still out of memory ({reason}) after {self.retries} retries with less "
-                f"memory (last: {self.fraction:.0%} of each device's)"
+                f"still out of memory ({reason}) after {self.retries} retries with "
+                f"{self.tightened()}"
             )
             return
-        self.fraction *= self.shrink
+        device = (reason or "").removeprefix("oom:")
+        self.retry(self.problem.cluster.device_names.index(device))
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "fraction": self.fraction, "attempts": self.attempts}
