@@ -93,9 +93,9 @@ def umask_022() -> Iterator[None]:
 def test_graph_gzip_bomb_is_refused_fast_in_one_line(tmp_path, monkeypatch):
     monkeypatch.delenv(LIMIT_ENV, raising=False)  # the default limit, 256 MiB
     path = _gzip_bomb(tmp_path / "bomb.json.gz", 300)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other load does not count
     _graph_error(path, str(path), "once decompressed", LIMIT_ENV)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0  # the whole 300 MB is never inflated
 
 
 def test_plain_graph_over_the_limit_is_refused(tmp_path, monkeypatch):
@@ -236,9 +236,9 @@ def _billion_laughs(tmp_path: Path) -> Path:
 
 def test_yaml_alias_bomb_is_refused_fast_in_one_line(tmp_path):
     path = _billion_laughs(tmp_path)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other load does not count
     _cluster_error(path, str(path), "line 2", "alias *a0", "write the value out in full")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_any_yaml_alias_is_refused(tmp_path):
