@@ -44,9 +44,9 @@ def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
     assert len(chosen) == 20
     keys = {min(p.tobytes(), mirror[p].tobytes()) for p in chosen.values()}
     assert len(keys) == 20
-    # m-TOPO and chunks of half the graph put every op on cpu0 (checked in the report of
-    # 2026-12-02 09:34); single:cpu1 is single:cpu0's mirror image
-    assert same_as == dict.fromkeys(["single:cpu1", "m_topo", "chunks:431"], "single:cpu0")
+    # chunks of half the graph put every op on cpu0 (its colocation groups pull them onto
+    # one device); single:cpu1 is single:cpu0's mirror image
+    assert same_as == dict.fromkeys(["single:cpu1", "chunks:431"], "single:cpu0")
     assert "random:0.242:4" in chosen  # the same random draws as before, then more
 
     # two ops: on one device or on two, whichever device is first; then it stops looking
@@ -66,7 +66,7 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
     assert summary["command"] == " ".join(["eagle-validate", *args])  # to re-run it
     assert summary["round_spread"] >= 0
-    assert set(summary["same_as"]) == {"single:cpu1", "m_topo", "chunks:431"}
+    assert set(summary["same_as"]) == {"single:cpu1", "chunks:431"}
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"
     assert not {"times", "starts"} & set(points.columns)  # per-step data: steps.csv
