@@ -3,9 +3,9 @@ are judged against (a TSPLIB-style best-known answer needs a strong search).
 
 The search works on placement units (a colocation group moves as one, every other op is
 a unit of its own, `Problem.placement_units`), from a start placement:
-`start: best` runs the one-shot placers (single, expert, METIS, m-TOPO, m-ETF, HEFT)
-through the same ask/tell loop and keeps the fastest valid one; `start: heft` (or any of
-them) runs only that one; a file path starts from a run dir's `placement.json`.
+`start: best` runs the one-shot placers (single, expert, METIS, m-TOPO, m-ETF, m-SCT,
+HEFT) through the same ask/tell loop and keeps the fastest valid one; `start: heft` (or
+any of them) runs only that one; a file path starts from a run dir's `placement.json`.
 
 Each iteration proposes `batch_size` neighbours of the current placement, the simulator
 prices them in one `simulate_batch` call, and the best neighbour is accepted if it is
@@ -41,6 +41,7 @@ from eagle.baselines import (
     HeftPlacer,
     METFPlacer,
     MetisPlacer,
+    MSCTPlacer,
     MTopoPlacer,
     SinglePlacer,
 )
@@ -58,6 +59,7 @@ STARTS: dict[str, type[Placer]] = {
     "metis": MetisPlacer,
     "m_topo": MTopoPlacer,
     "m_etf": METFPlacer,
+    "m_sct": MSCTPlacer,
     "heft": HeftPlacer,
 }
 MOVES = ("move", "scatter", "swap", "module", "neighbour")
