@@ -29,13 +29,19 @@ rates" on).
 `reference.py` implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
-graph, and its scratch arrays are reused across calls (one workspace per graph; the
-kernels hold the GIL, so Python threads cannot share one at the same time).
+graph, and its scratch arrays are reused across calls (kept per graph, lent to one call
+at a time: the kernels release the GIL, so calls from Python threads may overlap). The
+kernel also finds the split colocation groups, and leaves a trace in its scratch arrays
+rather than returning it. `simulate_batch` runs its placements on numba's threads, each
+with its own scratch arrays; it uses two cores only where the machine has two free.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numba
@@ -64,6 +70,7 @@ from simulator.result import BatchResult, SimResult, Trace
 _0 = np.uint32(0)
 _1 = np.uint32(1)
 _2 = np.uint32(2)
+_NONE = np.uint32(2**32 - 1)
 
 
 @numba.njit(cache=True, inline="always")
@@ -125,34 +132,7 @@ def _enqueue(times: Any, ids: Any, head: Any, tail: Any, t: float, i: Any) -> No
 # ---- the event loop --------------------------------------------------------------
 
 
-@numba.njit(cache=True, inline="always")
-def _start_copy(
-    k: Any,
-    src: Any,
-    t: float,
-    latency: Any,
-    bandwidth: Any,
-    copy_dev: Any,
-    copy_bytes: Any,
-    copy_refs: Any,
-    recv_refs: Any,
-    mem: Any,
-    peak: Any,
-    copy_start: Any,
-    record: bool,
-) -> float:
-    """Start copy k from device `src` at t: allocate it on its destination; its duration."""
-    dd = copy_dev[k]
-    if record:
-        copy_start[k] = t
-    recv_refs[k] = copy_refs[k]
-    mem[dd] += copy_bytes[k]
-    if mem[dd] > peak[dd]:
-        peak[dd] = mem[dd]
-    return float(latency[src, dd] + copy_bytes[k] / bandwidth[src, dd])
-
-
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _simulate_kernel(
     place: Any,  # [n] uint32 device of each op
     times: Any,  # [n, D] seconds of each op on each device
@@ -165,6 +145,8 @@ def _simulate_kernel(
     output_bytes: Any,
     temp_bytes: Any,
     param_bytes: Any,
+    group: Any,  # [n] uint32 colocation group of each op (_NONE: none)
+    num_groups: Any,
     latency: Any,  # [D, D]
     bandwidth: Any,
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
@@ -176,7 +158,7 @@ def _simulate_kernel(
     ws_f_e: Any,  # [4, num_edges] float64
     ws_u_n: Any,  # [2, n + 1] uint32
     ws_i_n: Any,  # [2, n] int32
-    ws_f_n: Any,  # [3, n] float64
+    ws_f_n: Any,  # [4, n] float64
     record: bool,  # write start/end times for a trace (skipped otherwise: less memory traffic)
 ) -> Any:
     n = np.uint32(place.shape[0])
@@ -193,22 +175,31 @@ def _simulate_kernel(
     copy_ptr, ready_op = ws_u_n[0], ws_u_n[1]
     out_refs, pending = ws_i_n[0], ws_i_n[1]  # holders of an output (itself, local readers,
     # outgoing copies); inputs not yet arrived
-    ready_time, op_start, op_end = ws_f_n[0], ws_f_n[1], ws_f_n[2]
+    ready_time, op_start, op_end, op_time = ws_f_n[0], ws_f_n[1], ws_f_n[2], ws_f_n[3]
     copy_ptr[0] = _0
     dev_count = np.zeros(D, np.uint32)
     link_count = np.zeros(L, np.uint32)
     copy_of_dev = np.zeros(D, np.uint32)  # while scanning producer p: its copy to a device
     copy_owner = np.full(D, n, np.uint32)  # ... valid if copy_owner[device] == p
+    group_dev = np.full(num_groups, D, np.uint32)  # device of each group's first op
+    split = np.uint32(num_groups)  # the first group placed on two devices (rule 5)
     nc = _0
     for p in range(n):
         d = place[p]
+        op_time[p] = times[p, d]  # read in op order here, not at random when it starts
+        g = group[p]
+        if g != _NONE:
+            if group_dev[g] == D:
+                group_dev[g] = d
+            elif group_dev[g] != d and g < split:
+                split = g
         dev_count[d] += _1
         pending[p] = in_ptr[p + _1] - in_ptr[p]
-        local = 0
+        local = _0
         for e in range(out_ptr[p], out_ptr[p + _1]):
             dc = place[edge_dst[e]]
             if dc == d:
-                local += 1
+                local += _1
             else:
                 copy_owner[dc] = p
         if local < out_ptr[p + _1] - out_ptr[p]:  # some remote readers: number the copies
@@ -231,7 +222,7 @@ def _simulate_kernel(
                 if edge_bytes[e] > copy_bytes[k]:
                     copy_bytes[k] = edge_bytes[e]
         copy_ptr[p + _1] = nc
-        out_refs[p] = 1 + local + np.int64(copy_ptr[p + _1] - copy_ptr[p])
+        out_refs[p] = _1 + local + copy_ptr[p + _1] - copy_ptr[p]
 
     # -- FIFO queues: device d owns [dev_head[d], ...) of ready_*, link l of link_* --
     dev_head = np.zeros(D, np.uint32)
@@ -288,43 +279,24 @@ def _simulate_kernel(
                     continue
                 while own_next[d] < own_end[d] and not by_sender[d, copy_dev[own_next[d]]]:
                     own_next[d] += _1
-                if own_next[d] < own_end[d]:
-                    k = own_next[d]
-                    own_next[d] += _1
-                    running[d] = n + _1
-                    duration = _start_copy(
-                        k,
-                        d,
-                        t,
-                        latency,
-                        bandwidth,
-                        copy_dev,
-                        copy_bytes,
-                        copy_refs,
-                        recv_refs,
-                        mem,
-                        peak,
-                        copy_start,
-                        record,
-                    )
-                    busy[d] += duration
-                    comm += copy_bytes[k]
-                    _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
-                    ev_size += _1
+                if own_next[d] == own_end[d]:  # no copy of its own left: its next op
+                    if dev_head[d] == dev_tail[d]:
+                        continue
+                    op = ready_op[dev_head[d]]
+                    dev_head[d] += _1
+                    running[d] = op
+                    unstarted[d] -= _1
+                    if record:
+                        op_start[op] = t
+                    mem[d] += temp_bytes[op] + output_bytes[op]
+                    if mem[d] > peak[d]:
+                        peak[d] = mem[d]
+                    started[n_started] = d  # its duration once all of this instant's starts
+                    n_started += _1  # are known (contention counts the devices at work)
                     continue
-                if dev_head[d] == dev_tail[d]:
-                    continue
-                op = ready_op[dev_head[d]]
-                dev_head[d] += _1
-                running[d] = op
-                unstarted[d] -= _1
-                if record:
-                    op_start[op] = t
-                mem[d] += temp_bytes[op] + output_bytes[op]
-                if mem[d] > peak[d]:
-                    peak[d] = mem[d]
-                started[n_started] = d  # its duration once all of this instant's starts
-                n_started += _1  # are known (contention counts the devices at work)
+                k = own_next[d]
+                own_next[d] += _1
+                running[d] = n + _1
             else:
                 lk = r - D
                 if link_busy[lk] or link_head[lk] == link_tail[lk]:
@@ -332,35 +304,34 @@ def _simulate_kernel(
                 k = link_copy[link_head[lk]]
                 link_head[lk] += _1
                 link_busy[lk] = True
-                duration = _start_copy(
-                    k,
-                    lk // D,
-                    t,
-                    latency,
-                    bandwidth,
-                    copy_dev,
-                    copy_bytes,
-                    copy_refs,
-                    recv_refs,
-                    mem,
-                    peak,
-                    copy_start,
-                    record,
-                )
-                comm += copy_bytes[k]
-                _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
-                ev_size += _1
+            # start copy k (written out here, not as a function: numba would count
+            # references to every array passed, ~16 atomic operations per copy)
+            src, dd = place[copy_op[k]], copy_dev[k]
+            if record:
+                copy_start[k] = t
+            recv_refs[k] = copy_refs[k]
+            mem[dd] += copy_bytes[k]  # allocated on its destination when it starts
+            if mem[dd] > peak[dd]:
+                peak[dd] = mem[dd]
+            duration = latency[src, dd] + copy_bytes[k] / bandwidth[src, dd]
+            if r < D:
+                busy[src] += duration
+            comm += copy_bytes[k]
+            _heap_push(ev_time, ev_id, ev_size, t + duration, n + k)
+            ev_size += _1
         for s in range(n_started):
             d = started[s]
             op = running[d]
-            slowdown = 1.0
-            for o in range(D):
-                if o != d and host[o] == host[d]:
-                    if running[o] != n:
-                        slowdown += contention[d, 0]
-                    elif unstarted[o] > _0:
-                        slowdown += contention[d, 1]
-            duration = times[op, d] * slowdown
+            duration = op_time[op]
+            if contention[d, 0] != 0.0 or contention[d, 1] != 0.0:  # else a slowdown of 1
+                slowdown = 1.0
+                for o in range(D):
+                    if o != d and host[o] == host[d]:
+                        if running[o] != n:
+                            slowdown += contention[d, 0]
+                        elif unstarted[o] > _0:
+                            slowdown += contention[d, 1]
+                duration *= slowdown
             if contention[d, 2] > 0.0 and t - last_end[d] >= contention[d, 3]:
                 duration += contention[d, 2]  # it waited long: the wake-up cost
             busy[d] += duration
@@ -408,9 +379,10 @@ def _simulate_kernel(
                         if pending[c] == 0:
                             _enqueue(ready_time, ready_op, dev_head[d], dev_tail[d], t, c)
                             dev_tail[d] += _1
-                own_next[d], own_end[d] = copy_ptr[op], copy_ptr[op + _1]
+                own = copy_ptr[op + _1]  # its first by-sender copy, if any
                 for k in range(copy_ptr[op], copy_ptr[op + _1]):
                     if by_sender[d, copy_dev[k]]:
+                        own = min(own, k)
                         continue  # the device does it itself, in the second half
                     lk = d * D + copy_dev[k]
                     _enqueue(link_time, link_copy, link_head[lk], link_tail[lk], t, k)
@@ -419,6 +391,7 @@ def _simulate_kernel(
                         in_todo[D + lk] = True
                         todo[n_todo] = D + lk
                         n_todo += _1
+                own_next[d], own_end[d] = own, copy_ptr[op + _1]
             else:
                 k = ev - n
                 p = copy_op[k]
@@ -450,22 +423,10 @@ def _simulate_kernel(
                                 in_todo[dd] = True
                                 todo[n_todo] = dd
                                 n_todo += _1
-    return (
-        t,
-        peak + params,
-        busy,
-        comm,
-        op_start,
-        op_end,
-        copy_op[:nc],
-        copy_dev[:nc],
-        copy_bytes[:nc],
-        copy_start[:nc],
-        copy_end[:nc],
-    )
+    return t, peak + params, busy, comm, split, nc  # a trace stays in the workspace
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
     B = places.shape[0]
     D = args[-1].shape[0]
@@ -473,6 +434,7 @@ def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
     peaks = np.empty((B, D), np.float64)
     busys = np.empty((B, D), np.float64)
     comms = np.empty(B, np.float64)
+    splits = np.empty(B, np.uint32)
     ws_u_e, ws_i_e, ws_f_e, ws_u_n, ws_i_n, ws_f_n = workspaces
     for b in numba.prange(B):
         w = numba.get_thread_id()
@@ -491,7 +453,8 @@ def _simulate_batch_kernel(places: Any, args: Any, workspaces: Any) -> Any:
         peaks[b] = r[1]
         busys[b] = r[2]
         comms[b] = r[3]
-    return step, peaks, busys, comms
+        splits[b] = r[4]
+    return step, peaks, busys, comms, splits
 
 
 # ---- public API ------------------------------------------------------------------
@@ -509,6 +472,7 @@ def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tup
                 "the simulator's 32-bit indices allow fewer than 2^32 - 1 together"
             )
         u = np.uint32
+        groups = graph.colocation_ids
         arrays = (
             graph.out_ptr.astype(u),
             graph.edge_dst.astype(u),
@@ -519,6 +483,8 @@ def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tup
             graph.output_bytes,
             graph.temp_bytes,
             graph.param_bytes,
+            np.where(groups >= 0, groups, _NONE).astype(u),
+            u(len(graph.colocation_vocab)),
         )
         _KERNEL_GRAPHS[graph] = arrays
     times = cost_model.op_times(graph)
@@ -527,36 +493,75 @@ def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tup
     return (times, *arrays, latency, bandwidth, cluster.by_sender, host, cluster.contention)
 
 
-_WORKSPACES: weakref.WeakKeyDictionary[OpGraph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_WORKSPACES: weakref.WeakKeyDictionary[OpGraph, list[tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+_WORKSPACES_LOCK = threading.Lock()
 
 
-def _workspace(graph: OpGraph, threads: int) -> tuple[Any, ...]:
-    """Scratch arrays for `threads` concurrent kernels on `graph` ([thread, row, item])."""
-    cached = _WORKSPACES.get(graph)
-    if cached is None or cached[0].shape[0] < threads:
+@contextmanager
+def _workspace(graph: OpGraph, threads: int) -> Iterator[tuple[Any, ...]]:
+    """Scratch arrays for `threads` concurrent kernels on `graph` ([thread, row, item]),
+    lent for one call. They are kept per graph and reused, but never lent to two calls at
+    once: the kernels release the GIL, so calls from Python threads can overlap."""
+    with _WORKSPACES_LOCK:
+        free = _WORKSPACES.setdefault(graph, [])
+        fits = [i for i, w in enumerate(free) if w[0].shape[0] >= threads]
+        workspace = free.pop(fits[0]) if fits else None
+    if workspace is None:
         e, n = max(graph.num_edges, 1), graph.num_ops
-        cached = (
+        workspace = (
             np.empty((threads, 4, e), np.uint32),
             np.empty((threads, 2, e), np.int32),
             np.empty((threads, 4, e), np.float64),
             np.empty((threads, 2, n + 1), np.uint32),
             np.empty((threads, 2, n), np.int32),
-            np.empty((threads, 3, n), np.float64),
+            np.empty((threads, 4, n), np.float64),
         )
-        _WORKSPACES[graph] = cached
-    return cached
+    try:
+        yield workspace
+    finally:
+        with _WORKSPACES_LOCK:
+            free.append(workspace)
+
+
+def _trace(rows: list[Any], num_copies: int, place: IntArray) -> Trace:
+    """The trace a kernel run with `record` left in its workspace `rows` (named as in
+    the kernel), copied out of it."""
+    u_e, _, f_e, _, _, f_n = rows
+    copy_op, copy_dev = u_e[0, :num_copies], u_e[1, :num_copies]
+    order = np.lexsort((copy_dev, copy_op))  # by producer, then destination device
+    return Trace(
+        op_start=f_n[1].copy(),
+        op_end=f_n[2].copy(),
+        copy_op=copy_op[order].astype(np.int64),
+        copy_src=place[copy_op[order]],
+        copy_dst=copy_dev[order].astype(np.int64),
+        copy_bytes=f_e[0, :num_copies][order],
+        copy_start=f_e[2, :num_copies][order],
+        copy_end=f_e[3, :num_copies][order],
+    )
+
+
+def _reason(cluster: Cluster, split_group: str | None, peak: FloatArray) -> str | None:
+    """Why a run is invalid (rule 5), or None: a colocation group split over devices,
+    else the first device out of memory."""
+    if split_group is not None:
+        return f"colocation:{split_group}"
+    over = np.flatnonzero(peak > cluster.memory)
+    return f"oom:{cluster.devices[int(over[0])].name}" if len(over) else None
+
+
+def _split_group(graph: OpGraph, split: int) -> str | None:
+    """The name of the kernel's first split group (`split`; the number of groups: none)."""
+    vocab = graph.colocation_vocab
+    return vocab[split] if split < len(vocab) else None
 
 
 def _validity(
     graph: OpGraph, cluster: Cluster, placement: IntArray, peak: FloatArray
 ) -> tuple[bool, str | None]:
-    group = split_colocation_group(graph, placement)
-    if group is not None:
-        return False, f"colocation:{group}"
-    over = np.flatnonzero(peak > cluster.memory)
-    if len(over):
-        return False, f"oom:{cluster.devices[int(over[0])].name}"
-    return True, None
+    """Rule 5 as the reference simulator checks it (the kernel finds split groups itself)."""
+    reason = _reason(cluster, split_colocation_group(graph, placement), peak)
+    return reason is None, reason
 
 
 def simulate(
@@ -569,28 +574,16 @@ def simulate(
     """Simulate one training step of `graph` with `placement` (device index per op)."""
     place = check_placement(graph, cluster, placement)
     cost_model.check_cluster(cluster)
-    workspace = [w[0] for w in _workspace(graph, 1)]
-    step, peak, busy, comm, op_start, op_end, *copies = _simulate_kernel(
-        place.astype(np.uint32), *_kernel_args(graph, cluster, cost_model), *workspace, trace
-    )
-    valid, reason = _validity(graph, cluster, place, peak)
-    record = None
-    if trace:
-        copy_op, copy_dev, copy_bytes, copy_start, copy_end = copies
-        order = np.lexsort((copy_dev, copy_op))  # by producer, then destination device
-        record = Trace(
-            op_start=op_start.copy(),  # the kernel's arrays belong to the workspace
-            op_end=op_end.copy(),
-            copy_op=copy_op[order].astype(np.int64),
-            copy_src=place[copy_op[order]],
-            copy_dst=copy_dev[order].astype(np.int64),
-            copy_bytes=copy_bytes[order],
-            copy_start=copy_start[order],
-            copy_end=copy_end[order],
+    with _workspace(graph, 1) as workspace:
+        rows = [w[0] for w in workspace]
+        step, peak, busy, comm, split, num_copies = _simulate_kernel(
+            place.astype(np.uint32), *_kernel_args(graph, cluster, cost_model), *rows, trace
         )
+        record = _trace(rows, num_copies, place) if trace else None
+    reason = _reason(cluster, _split_group(graph, split), peak)
     return SimResult(
         step_time=float(step),
-        valid=valid,
+        valid=reason is None,
         reason=reason,
         peak_memory=peak,
         busy_time=busy,
@@ -607,24 +600,21 @@ def simulate_batch(
 ) -> BatchResult:
     """Simulate many placements of one graph ([batch, num_ops]) in one call.
 
-    The placements run in parallel over the machine's cores (numba threads).
+    The placements run in parallel over the machine's cores (numba threads; set their
+    number with `numba.set_num_threads`).
     """
     places = check_batch(graph, cluster, placements)
     cost_model.check_cluster(cluster)
-    step, peak, busy, comm = _simulate_batch_kernel(
-        places.astype(np.uint32),
-        _kernel_args(graph, cluster, cost_model),
-        _workspace(graph, numba.get_num_threads()),
-    )
-    valid = np.empty(len(places), dtype=bool)
-    reasons: list[str | None] = []
-    for b in range(len(places)):
-        valid[b], reason = _validity(graph, cluster, places[b], peak[b])
-        reasons.append(reason)
+    with _workspace(graph, numba.get_num_threads()) as workspace:
+        step, peak, busy, comm, split = _simulate_batch_kernel(
+            places.astype(np.uint32), _kernel_args(graph, cluster, cost_model), workspace
+        )
+    groups = [_split_group(graph, s) for s in split.tolist()]
+    reasons = tuple(_reason(cluster, g, p) for g, p in zip(groups, peak, strict=True))
     return BatchResult(
         step_time=step,
-        valid=valid,
-        reasons=tuple(reasons),
+        valid=np.array([r is None for r in reasons], dtype=bool),
+        reasons=reasons,
         peak_memory=peak,
         busy_time=busy,
         comm_bytes=comm,
