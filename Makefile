@@ -26,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tests/benchmarks/simulator_speed.py
+	$(BIN)/python tests/benchmarks/eval_speed.py
 	$(BIN)/python tests/benchmarks/capture_speed.py
 	$(BIN)/python tests/benchmarks/rl_speed.py
 

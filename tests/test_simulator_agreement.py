@@ -139,3 +139,34 @@ def test_same_inputs_same_result():
     assert a.step_time == b.step_time
     assert a.trace.op_start.tolist() == b.trace.op_start.tolist()
     assert a.peak_memory.tolist() == b.peak_memory.tolist()
+
+
+def test_calls_from_python_threads_at_once_agree_with_one_at_a_time():
+    """The kernels release the GIL; each call gets scratch arrays of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simulator.random_graphs import random_graph
+
+    cluster = Cluster.load("p100x4")
+    cost = CostModel.default(cluster)
+    g = random_graph(3000, seed=7)
+    places = np.random.default_rng(1).integers(0, cluster.num_devices, (8, g.num_ops))
+    alone = [simulate(g, p, cluster, cost, trace=True) for p in places]
+    batch_alone = simulate_batch(g, places, cluster, cost)
+
+    def run(i: int) -> object:
+        if i % 3 == 2:
+            return simulate_batch(g, places, cluster, cost)
+        return simulate(g, places[i % 8], cluster, cost, trace=True)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(run, range(24)))
+    for i, r in enumerate(results):
+        if i % 3 == 2:
+            assert r.step_time.tolist() == batch_alone.step_time.tolist()
+            assert r.peak_memory.tolist() == batch_alone.peak_memory.tolist()
+        else:
+            one = alone[i % 8]
+            assert_same(r, one)
+            assert r.trace.op_end.tolist() == one.trace.op_end.tolist()
+            assert r.trace.copy_end.tolist() == one.trace.copy_end.tolist()
