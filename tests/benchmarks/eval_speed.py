@@ -51,11 +51,12 @@ def placements(problem: Problem, batch: int, rng: np.random.Generator) -> dict[s
 def rates(problem: Problem, rows: IntArray) -> tuple[float, float, float, float]:
     """Placements/s: one at a time, in a batch on 1 and on 2 threads; cores of the last."""
     g, c, cost = problem.graph, problem.cluster, problem.cost_model
-    one = best_run(lambda: [simulate(g, p, c, cost) for p in rows])[0]
+    seconds = 2.0  # per figure, at least: a GNMT batch takes up to 0.4 s
+    one = best_run(lambda: [simulate(g, p, c, cost) for p in rows], seconds)[0]
     batch = {}
     for threads in (1, 2):
         with numba_threads(threads):
-            batch[threads] = best_run(lambda: simulate_batch(g, rows, c, cost))
+            batch[threads] = best_run(lambda: simulate_batch(g, rows, c, cost), seconds)
     n = len(rows)
     return n / one, n / batch[1][0], n / batch[2][0], batch[2][1]
 

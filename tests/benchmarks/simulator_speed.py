@@ -6,7 +6,8 @@ event loop, memory accounting, validity; best of repeated runs) for three kinds 
 placement, the batch throughput of `simulate_batch` on 1 and on 2 numba threads, the
 reference simulator's speed, and graph load time.
 
-`cores`: process CPU time over wall time in the best 2-thread batch. The kernel splits a
+`cores`: process CPU time over wall time in the best 2-thread batch (coarse for batches
+of a few ms: Linux counts another core's time at its clock ticks). The kernel splits a
 batch over both threads, but this machine's scheduler shares its 2 cores between
 sessions, so the second core only counts when no one else is computing: 2 threads reach
 about 1.9x the 1-thread rate then (measured), and the 1-thread rate (cores 1.0) when not.
