@@ -10,7 +10,9 @@ reference simulator's speed, and graph load time.
 of a few ms: Linux counts another core's time at its clock ticks). The kernel splits a
 batch over both threads, but this machine's scheduler shares its 2 cores between
 sessions, so the second core only counts when no one else is computing: 2 threads reach
-about 1.9x the 1-thread rate then (measured), and the 1-thread rate (cores 1.0) when not.
+about 1.9x the 1-thread rate then (measured), and when not (cores 1.0) up to ~20% less
+than 1 thread (OpenMP's idle thread spins on the one core; OMP_WAIT_POLICY=PASSIVE in
+the environment avoids that, measured).
 
 Placements: `one-gpu` (everything on gpu0: no copies), `blocks` (the op order cut into
 four contiguous blocks over the GPUs, like a pipeline: few copies), `random` (each op on
