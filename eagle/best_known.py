@@ -31,6 +31,7 @@ from eagle.errors import EagleError
 from eagle.problem import Problem, problem_from_config
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
+from simulator.graph import IntArray
 
 # The committed records, where this package runs from a clone of the repo.
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "results" / "best_known"
@@ -82,10 +83,15 @@ def record_problem(record: Record) -> Problem:
     return problem_from_config({"suite": suite, "cluster": {"name": record.cluster}})
 
 
+def read_placement(problem: Problem, path: Path) -> IntArray:
+    """The placement file `path` (`{op: device}`), for `problem`'s graph and cluster."""
+    return placement_from_json(parse_json(read_limited(path)), problem.graph, problem.cluster)
+
+
 def simulate_file(problem: Problem, path: Path) -> tuple[float, bool, str | None]:
     """(step time, valid, reason) of the placement file `path` on `problem`."""
-    placement = placement_from_json(parse_json(read_limited(path)), problem.graph, problem.cluster)
-    result = simulate(problem.graph, placement, problem.cluster, problem.cost_model)
+    result = simulate(problem.graph, read_placement(problem, path), problem.cluster,
+                      problem.cost_model)  # fmt: skip
     return result.step_time, result.valid, result.reason
 
 
@@ -112,19 +118,18 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         raise BestKnownError(f"{candidate}: a graph file's run; records are of built-in suites")
     variant = suite.get("variant") or "default"
     cluster = problem.cluster.name
-    step_time, valid, reason = simulate_file(problem, candidate / run_dir.PLACEMENT)
-    if not valid:
-        return f"{candidate}: invalid placement ({reason}); record kept"
+    placement = read_placement(problem, candidate / run_dir.PLACEMENT)
+    result = simulate(problem.graph, placement, problem.cluster, problem.cost_model)
+    step_time = result.step_time
+    if not result.valid:
+        return f"{candidate}: invalid placement ({result.reason}); record kept"
     target = folder / record_name(problem.suite, variant, cluster)
     if (target / "summary.json").exists():
-        old = next(r for r in read_records(folder) if r.path == target)
+        found_by = run_dir.json_object(target / "summary.json").get("found_by")
         old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
         if old_valid and old_time <= step_time:
             return f"{candidate}: {step_time * 1e3:.1f} ms, not faster than the record's " \
-                f"{old_time * 1e3:.1f} ms ({old.found_by}); record kept"  # fmt: skip
-    placement = placement_from_json(
-        parse_json(read_limited(candidate / run_dir.PLACEMENT)), problem.graph, problem.cluster
-    )
+                f"{old_time * 1e3:.1f} ms ({found_by}); record kept"  # fmt: skip
     target.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(
         target / run_dir.PLACEMENT, placement_to_json(placement, problem.graph, problem.cluster)
