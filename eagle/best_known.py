@@ -23,8 +23,10 @@ import argparse
 import datetime
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eagle import run_dir
 from eagle.errors import EagleError
@@ -130,24 +132,38 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         if old_valid and old_time <= step_time:
             return f"{candidate}: {step_time * 1e3:.1f} ms, not faster than the record's " \
                 f"{old_time * 1e3:.1f} ms ({found_by}); record kept"  # fmt: skip
+    found_by = _found_by(candidate, config, problem)  # before the record it started from goes
     target.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(
         target / run_dir.PLACEMENT, placement_to_json(placement, problem.graph, problem.cluster)
     )
     run_dir.write_json(target / "summary.json", {
         "suite": problem.suite, "variant": variant, "cluster": cluster, "step_time": step_time,
-        "found_by": _found_by(candidate), "command": _command(candidate),
+        "found_by": found_by, "command": _command(candidate),
         "revision": _revision(), "date": datetime.date.today().isoformat(),
     })  # fmt: skip
     return f"{candidate}: {step_time * 1e3:.1f} ms, the new record {target}"
 
 
-def _found_by(candidate: Path) -> str:
+def _found_by(candidate: Path, config: Mapping[str, Any], problem: Problem) -> str:
+    """Agent, seed, samples and time, and the placement file a search started from (with
+    its step time, while it is still there to simulate)."""
     summary = run_dir.json_object(candidate / run_dir.SUMMARY)
+    start = Path(str((config.get("agent") or {}).get("start")))
+    started = ""
+    if start.suffix == ".json" and start.is_file():
+        start_time = simulate_file(problem, start)[0]
+        started = f", from {_relative(str(start))} ({start_time * 1e3:.1f} ms)"
     return (
-        f"{summary.get('agent')} seed {summary.get('seed')}, {summary.get('samples')} "
-        f"samples in {float(summary.get('wall_s') or 0.0):.0f} s"
+        f"{summary.get('agent')} seed {summary.get('seed')}{started}, "
+        f"{summary.get('samples')} samples in {float(summary.get('wall_s') or 0.0):.0f} s"
     )
+
+
+def _relative(text: str) -> str:
+    """`text` with this clone's absolute path taken out, so a record reads the same
+    from any clone (a search started from `results/best_known/.../placement.json`)."""
+    return text.replace(f"{DEFAULT_DIR.parents[1]}/", "")
 
 
 def _command(candidate: Path) -> str:
@@ -158,7 +174,7 @@ def _command(candidate: Path) -> str:
     items = [
         line[2:].strip() for line in overrides.read_text().splitlines() if line.startswith("- ")
     ]
-    return " ".join(["eagle-run", *items])
+    return _relative(" ".join(["eagle-run", *items]))
 
 
 def _revision() -> str:

@@ -20,8 +20,15 @@ exp(-x / T), T starting at `temperature` and multiplied by `cooling` every itera
 - `swap`: two units on different devices trade devices;
 - `module`: every unit of a module (at a random depth of its path, e.g.
   `encoder.layers.3`) to one device, as an expert moves layers;
+- `module_swap`: two modules trade devices (each module's units go to the device of a
+  unit of the other), a balance move no single-module move makes without first going
+  uphill;
 - `neighbour`: a unit to the device of one of its producers or consumers, removing a
-  copy.
+  copy;
+- `path`: a run of 1 to `max_path` consecutive units of the critical path to the device
+  of the unit just before or just after the run, removing the copies inside it (a
+  single-unit move that removes one copy on a chain usually adds another; on BERT the
+  best placement's critical path held 61 copies, 0.2 s of its 2.18 s).
 A share `critical_share` of the moves start from a unit on the current placement's
 critical path (the chain of ops and copies that ends last, read from the simulator's
 trace): only a shorter critical path makes the step faster. Improving neighbours that
@@ -62,7 +69,7 @@ STARTS: dict[str, type[Placer]] = {
     "m_sct": MSCTPlacer,
     "heft": HeftPlacer,
 }
-MOVES = ("move", "scatter", "swap", "module", "neighbour")
+MOVES = ("move", "scatter", "swap", "module", "module_swap", "neighbour", "path")
 
 
 class LocalSearchPlacer(Placer):
@@ -79,6 +86,7 @@ class LocalSearchPlacer(Placer):
         cooling: float = 0.995,
         critical_share: float = 0.5,
         max_units: int = 4,
+        max_path: int = 64,
         devices: str = "all",
     ) -> None:
         super().__init__(problem, seed=seed)
@@ -86,10 +94,10 @@ class LocalSearchPlacer(Placer):
             raise ValueError(f"agent.batch_size must be at least 2, got {batch_size}")
         if temperature < 0 or not 0 < cooling <= 1:
             raise ValueError("agent.temperature must be >= 0 and agent.cooling in (0, 1]")
-        if not 0 <= critical_share <= 1 or max_units < 2:
-            raise ValueError("agent.critical_share must be in [0, 1], agent.max_units >= 2")
+        if not 0 <= critical_share <= 1 or max_units < 2 or max_path < 1:
+            raise ValueError("agent.critical_share in [0, 1], max_units >= 2, max_path >= 1")
         self.batch_size, self.cooling = batch_size, cooling
-        self.critical_share, self.max_units = critical_share, max_units
+        self.critical_share, self.max_units, self.max_path = critical_share, max_units, max_path
         self.temperature = temperature
         self.candidates = problem.devices(devices)
         self.units, self.num_units = problem.placement_units
@@ -97,7 +105,8 @@ class LocalSearchPlacer(Placer):
         self.current: IntArray | None = None  # device of each unit
         self.current_time = np.inf
         self.pending: dict[int, int] = {}  # improving moves not yet combined
-        self.critical: IntArray = np.arange(self.num_units)
+        self.critical: IntArray = np.arange(self.num_units)  # units on the critical path
+        self.path: IntArray = np.arange(0)  # those units in path order, repeats merged
         self._neighbours = _unit_neighbours(problem, self.units, self.num_units)
         self._modules = _module_units(problem, self.units)
         self._proposed: list[dict[int, int]] = []
@@ -220,9 +229,22 @@ class LocalSearchPlacer(Placer):
             members = self._modules[int(self.rng.integers(len(self._modules)))]
             device = int(self.candidates[self.rng.integers(len(self.candidates))])
             move = {int(u): device for u in members}
+        elif kind == "module_swap" and len(self._modules) > 1:
+            a, b = (self._modules[int(i)] for i in self.rng.choice(len(self._modules), 2, False))
+            to_a, to_b = (
+                int(cur[a[self.rng.integers(len(a))]]),
+                int(cur[b[self.rng.integers(len(b))]]),
+            )
+            move = {**{int(u): to_b for u in a}, **{int(u): to_a for u in b}}
         elif kind == "neighbour" and len(self._neighbours[unit]):
             near = self._neighbours[unit]
             move = {unit: int(cur[near[self.rng.integers(len(near))]])}
+        elif kind == "path" and len(self.path) > 1:
+            start = int(self.rng.integers(len(self.path)))
+            end = min(start + int(self.rng.integers(1, self.max_path + 1)), len(self.path))
+            ends = [int(cur[self.path[i]]) for i in (start - 1, end) if 0 <= i < len(self.path)]
+            device = ends[int(self.rng.integers(len(ends)))] if ends else -1  # -1: whole path
+            move = {int(u): device for u in self.path[start:end]}
         else:
             move = {unit: self._other_device(unit)}
         return {u: d for u, d in move.items() if d >= 0 and cur[u] != d}
@@ -254,7 +276,9 @@ class LocalSearchPlacer(Placer):
             if previous[op] >= 0:
                 inputs.append((float(trace.op_end[previous[op]]), int(previous[op])))
             op = max(inputs)[1] if inputs else -1
-        self.critical = np.unique(self.units[on_path])
+        units = self.units[on_path[::-1]]
+        self.path = units[np.r_[True, units[1:] != units[:-1]]]
+        self.critical = np.unique(units)
 
     # ---- resume ------------------------------------------------------------------
 

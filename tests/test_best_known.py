@@ -59,3 +59,14 @@ def test_every_committed_record_simulates_to_its_stored_step_time():
     names = {r.path.name for r in best_known.read_records()}
     assert names == EXPECTED
     assert best_known.check() == []
+
+
+def test_a_search_started_from_a_file_says_so_and_its_start_time(cached_small_suites, tmp_path):
+    single, single_summary = small_run(tmp_path, "single")
+    start = single / "placement.json"
+    searched, _ = small_run(tmp_path, "local_search", **{"agent.start": start})
+    assert best_known.main(["update", str(searched), "--dir", str(tmp_path / "records")]) == 0
+    (record,) = best_known.read_records(tmp_path / "records")
+    assert record.found_by.startswith(
+        f"local_search seed 0, from {start} ({single_summary['best_step_time'] * 1e3:.1f} ms), "
+    )
