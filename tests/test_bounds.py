@@ -111,6 +111,79 @@ def test_terms_use_each_ops_fastest_device():
     assert bound_terms(g, cluster, cost) == LowerBound(critical_path=5, work=2.5, colocation=5)
 
 
+def fast_and_slow(fast_memory: float = 1e12) -> Cluster:
+    """d0 runs every op at its unit time ("unit"), d1 at 3x ("slow", given per op)."""
+    return Cluster.from_dict(
+        {
+            "name": "fast-slow",
+            "devices": [
+                {"name": "d0", "type": UNIT, "memory": fast_memory},
+                {"name": "d1", "type": "slow", "memory": 1e12},
+            ],
+            "links": {"default": {"bandwidth": 1.0, "latency": 1.0}},
+            "device_types": {
+                UNIT: {"peak_flops": 1e12, "mem_bandwidth": 1e12},
+                "slow": {"peak_flops": 1e12, "mem_bandwidth": 1e12},
+            },
+        }
+    )
+
+
+def slow_graph(times: list[float], params: float = 0.0):
+    ops = [{"name": f"op{i}", "t": t, "time": {UNIT: t, "slow": 3 * t}, "param_bytes": params}
+           for i, t in enumerate(times)]  # fmt: skip
+    return graph(ops, [])
+
+
+def all_placements(num_ops: int, num_devices: int):
+    return np.array(np.meshgrid(*[range(num_devices)] * num_ops)).reshape(num_ops, -1).T
+
+
+def test_work_term_counts_a_slow_device_for_what_it_can_do():
+    # 4 independent 1 s ops; d1 takes 3 s each. Spread over 2 devices: 4 / 2 = 2 s. The
+    # relaxation: d0 does 3 ops' worth, d1 1/3 of its speed on the rest: 3 = 3 * (4 - 3).
+    # 3 s is the optimum: 3 ops on d0, 1 on d1.
+    cluster = fast_and_slow()
+    g = slow_graph([1, 1, 1, 1])
+    cost = CostModel.default(cluster)
+    terms = bound_terms(g, cluster, cost)
+    assert terms.work == pytest.approx(3.0, rel=1e-12)
+    steps = simulate_batch(g, all_placements(4, 2), cluster, cost).step_time
+    assert steps.min() == 3.0
+
+
+def test_work_term_keeps_parameters_within_memory():
+    # Same, 2 ops with 6 bytes of parameters each and 7 bytes on d0: d0 holds 7/6 of an
+    # op, d1 does the other 5/6 at 3 s: 2.5 s (without memory: 1.5 = 3 * (2 - 1.5)).
+    # Valid placements: one op on each device (3 s) or both on d1 (6 s).
+    cluster = fast_and_slow(fast_memory=7)
+    g = slow_graph([1, 1], params=6)
+    cost = CostModel.default(cluster)
+    assert bound_terms(g, cluster, cost).work == pytest.approx(2.5, rel=1e-9)
+    assert bound_terms(g, fast_and_slow(), cost).work == pytest.approx(1.5, rel=1e-12)
+    results = simulate_batch(g, all_placements(2, 2), cluster, cost)
+    assert results.step_time[results.valid].min() == 3.0
+
+
+def test_bound_is_below_every_valid_placement_on_unlike_devices():
+    # Exhaustive on a 6-op graph with a fast device short of memory and a slow one. 10 s
+    # of work: without memory d0 does 7.5 s = 3 * (10 - 7.5). Its 5 bytes hold at most
+    # f, e, c and half of a (the least bytes per second: 7 s), so 9 s = 3 * (10 - 7).
+    cluster = fast_and_slow(fast_memory=5)
+    ops = [{"name": n, "t": t, "time": {UNIT: t, "slow": 3 * t}, "param_bytes": p}
+           for n, t, p in [("a", 2, 4), ("b", 1, 3), ("c", 3, 2), ("d", 1, 5), ("e", 2, 1),
+                           ("f", 1, 0)]]  # fmt: skip
+    g = graph(ops, [("a", "c", 0), ("b", "d", 0), ("c", "f", 0), ("e", "f", 0)])
+    cost = CostModel.default(cluster)
+    bound = lower_bound(g, cluster, cost)
+    results = simulate_batch(g, all_placements(6, 2), cluster, cost)
+    assert results.valid.any() and not results.valid.all()
+    best = results.step_time[results.valid].min()
+    assert bound <= best
+    assert bound == pytest.approx(9.0, rel=1e-9) and best == 12.0
+    assert bound_terms(g, fast_and_slow(), cost).work == pytest.approx(7.5, rel=1e-12)
+
+
 def test_single_op_graph():
     cluster = unit_cluster(3)
     g = graph([{"name": "only", "t": 7}], [])
@@ -138,7 +211,10 @@ def test_no_placement_beats_the_bound_on_a_random_graph(cluster_name):
     bound = lower_bound(g, cluster, cost)
     assert bound == terms.value > 0
     times = cost.op_times(g)
-    assert terms.work == pytest.approx(times.min(axis=1).sum() / cluster.num_devices, rel=1e-12)
+    # at least every op at its fastest device spread over all; more where devices differ
+    spread = times.min(axis=1).sum() / cluster.num_devices
+    assert terms.work >= spread
+    assert (terms.work > spread * 1.05) == (cluster_name == "p100x4")  # a CPU and 4 GPUs
     single = [np.full(g.num_ops, d) for d in range(cluster.num_devices)]
     for d, place in enumerate(single):
         r = simulate(g, place, cluster, cost)
