@@ -26,9 +26,12 @@ from eagle import run_dir
 MARKERS = {"x": "best so far, measured for real", "o": "best so far, simulated"}
 WITHIN = 0.02  # a run has converged once its best is within 2% of its final best
 VALIDATION = ("val/measured_step_time", "val/predicted_step_time")
+# whether a grouper learned (eagle.hierarchical): its entropy per unit and the fraction of
+# units whose likeliest group changed since the start; logged by the learned placers only
+LEARNING = ("train/grouper_entropy", "train/grouping_changed")
 CURVE_COLUMNS = (
     "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time",
-    *VALIDATION,
+    *VALIDATION, *LEARNING,
 )  # fmt: skip
 COST_COLUMNS = (
     "suite",
@@ -40,6 +43,8 @@ COST_COLUMNS = (
     "max_samples_to_2pct",
     "median_wall_s_to_2pct",
     "median_final_best",
+    "median_final_grouper_entropy",
+    "median_final_grouping_changed",
 )
 
 
@@ -52,7 +57,7 @@ def curves(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = No
         if summary is None or metrics is None:
             continue
         metrics = metrics.copy()
-        for column in VALIDATION:  # validation in the loop (eagle.loop_validation), if on
+        for column in (*VALIDATION, *LEARNING):  # logged by some runs only
             if column not in metrics:
                 metrics[column] = np.nan
         metrics = metrics.assign(
@@ -81,7 +86,7 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
     for (suite, cluster, placer), curve in frame.groupby(["suite", "cluster", "placer"]):
         if not is_search(curve):
             continue
-        samples, walls, finals = [], [], []
+        samples, walls, finals, learning = [], [], [], []
         for _, run in curve.groupby("seed"):
             run = run.sort_values("samples")
             final = float(run.best_step_time.iloc[-1])
@@ -91,6 +96,7 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
             samples.append(int(first.samples))
             walls.append(float(first.wall_s))
             finals.append(final)
+            learning.append(run[list(LEARNING)].iloc[-1].to_numpy(dtype=float))
         if not samples:
             continue
         rows.append(
@@ -104,24 +110,38 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
                 "max_samples_to_2pct": max(samples),
                 "median_wall_s_to_2pct": float(np.median(walls)),
                 "median_final_best": float(np.median(finals)),
+                **dict(zip(COST_COLUMNS[-2:], _median(np.array(learning)), strict=True)),
             }
         )
     return pd.DataFrame(rows, columns=list(COST_COLUMNS))
 
 
+def _median(rows: np.ndarray) -> list[float]:
+    """Column medians over seeds, nan where no seed logged the column."""
+    return [float(np.median(c[~np.isnan(c)])) if (~np.isnan(c)).any() else math.nan
+            for c in rows.T]  # fmt: skip
+
+
 def cost_markdown(cost: pd.DataFrame) -> str:
     lines = [
         f"Search cost: samples (simulated placements) and wall time until a run's best came "
-        f"within {WITHIN:.0%} of its final best; median over seeds [fewest, most].",
+        f"within {WITHIN:.0%} of its final best; median over seeds [fewest, most]. For a "
+        f"grouper (hierarchical, eagle), at the end: its entropy in nats per unit and the "
+        f"share of units whose likeliest group changed since the start (0: it never "
+        f"learned; — : no grouper or not logged).",
         "",
-        "| suite | cluster | placer | runs | samples to 2% | wall time to 2% (s) |",
-        "|---|---|---|---|---|---|",
+        "| suite | cluster | placer | runs | samples to 2% | wall time to 2% (s) "
+        "| grouper entropy | grouping changed |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for row in cost.itertuples():
+    learning = cost[list(COST_COLUMNS[-2:])].to_numpy(dtype=float)
+    for row, (entropy, changed) in zip(cost.itertuples(), learning, strict=True):
         lines.append(
             f"| {row.suite} | {row.cluster} | {row.placer} | {row.runs} | "
             f"{row.median_samples_to_2pct:,.0f} [{row.min_samples_to_2pct:,}, "
-            f"{row.max_samples_to_2pct:,}] | {row.median_wall_s_to_2pct:.1f} |"
+            f"{row.max_samples_to_2pct:,}] | {row.median_wall_s_to_2pct:.1f} | "
+            f"{'—' if math.isnan(entropy) else f'{entropy:.2g}'} | "
+            f"{'—' if math.isnan(changed) else f'{changed:.1%}'} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -227,6 +227,8 @@ class GroupThenPlacePolicy(Policy):
 
     grouper: nn.Module
     placer: Seq2SeqPlacer
+    prior: torch.Tensor
+    start_groups: torch.Tensor
 
     def __init__(self, problem: Problem, settings: HierarchicalSettings, *, seed: int) -> None:
         super().__init__()
@@ -244,6 +246,9 @@ class GroupThenPlacePolicy(Policy):
             prior[torch.arange(self.num_units), torch.from_numpy(parts)] = settings.grouping_prior
         # recomputed from the graph, so kept out of checkpoints
         self.register_buffer("prior", prior, persistent=False)
+        # each unit's most likely group at the first sample (-1 before it), to measure how
+        # far the grouper has moved since (`diagnostics`)
+        self.register_buffer("start_groups", torch.full((self.num_units,), -1))
 
     def linear_grouper(self, width: int) -> nn.Sequential:
         """The reference's grouper network: `width` inputs per unit -> `grouper_hidden` ->
@@ -271,9 +276,24 @@ class GroupThenPlacePolicy(Policy):
         (`grouper_inputs`, computed once for both)."""
         raise NotImplementedError
 
+    def likely_groups(self, logits: torch.Tensor) -> torch.Tensor:
+        """Each unit's most likely group under the grouper's `logits` (noise-free)."""
+        return (logits.detach() + self.prior).argmax(dim=1)
+
+    def diagnostics(self) -> dict[str, float]:
+        """`grouping_changed`: the fraction of units whose most likely group differs from
+        the one at the first sample. 0 throughout means the grouping never learned."""
+        if int(self.start_groups[0]) < 0:
+            return {}
+        with torch.no_grad():
+            now = self.likely_groups(self.grouper(self.grouper_inputs()))
+        return {"grouping_changed": float((now != self.start_groups).float().mean())}
+
     def sample(self, batch: int, generator: torch.Generator, noise: bool) -> Rollout:
         unit_inputs = self.grouper_inputs()
         logits = self.grouper(unit_inputs)
+        if int(self.start_groups[0]) < 0:
+            self.start_groups.copy_(self.likely_groups(logits))
         # no noise: a scalar zero (adding it changes nothing; a [units, groups] one would).
         # Its scale is the network's logits': the prior is a constant, not a prediction.
         unit = torch.randn(logits.shape, generator=generator) if noise else None

@@ -85,6 +85,11 @@ class Policy(nn.Module):
         (name -> scalar, logged as `train/<name>_entropy`)."""
         raise NotImplementedError
 
+    def diagnostics(self) -> dict[str, float]:
+        """What the policy reports about itself after a training step, logged as
+        `train/<name>` (e.g. how much a grouper has changed); none by default."""
+        return {}
+
 
 def placement_costs(evaluation: Evaluation, failing_step_time: float) -> FloatArray:
     """sqrt(step time) per placement; invalid placements cost sqrt(failing_step_time)."""
@@ -210,6 +215,7 @@ class PolicyGradientPlacer(Placer):
         elapsed = time.perf_counter() - self._asked_at
         self.metrics = {
             **stats,
+            **{f"train/{name}": value for name, value in self.policy.diagnostics().items()},
             "train/baseline": self.baseline,
             "train/mean_cost": mean_cost,
             "train/samples_per_s": len(placements) / elapsed if elapsed > 0 else math.nan,

@@ -14,8 +14,10 @@ from eagle import convergence, report, run_dir
 
 
 def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
-        one_shot: bool = False, metrics: bool = True) -> None:  # fmt: skip
-    """A finished run whose best-so-far after each batch of 16 samples is `best`."""
+        one_shot: bool = False, metrics: bool = True,
+        learning: tuple[float, float] | None = None) -> None:  # fmt: skip
+    """A finished run whose best-so-far after each batch of 16 samples is `best`, and whose
+    grouper ends at `learning` (entropy, fraction changed) if given."""
     d = root / f"{suite}__{agent}__p100x4__{seed}"
     d.mkdir(parents=True)
     samples = [16 * (k + 1) for k in range(len(best))]
@@ -28,14 +30,17 @@ def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
         frame = pd.DataFrame({"iteration": range(1, len(best) + 1), "samples": samples,
                               "wall_s": [0.5 * (k + 1) for k in range(len(best))],
                               "best_step_time": best})  # fmt: skip
+        if learning is not None:
+            frame["train/grouper_entropy"] = [1.0] * (len(best) - 1) + [learning[0]]
+            frame["train/grouping_changed"] = [0.0] * (len(best) - 1) + [learning[1]]
         frame.to_csv(d / "metrics.csv", index=False)
 
 
 @pytest.fixture
 def sweep(tmp_path) -> Path:
-    run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95])  # within 2% at 32 samples
-    run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0])  # only at the end: 64
-    run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0])  # 4.05 <= 4.08: 48
+    run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95], learning=(0.5, 0.1))  # within
+    run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0], learning=(0.1, 0.4))  # 2% at 32;
+    run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0], learning=(0.3, 0.2))  # 64; 48
     run(tmp_path, "gnmt", "eagle", 3, [math.nan] * 3)  # never valid: no search cost
     run(tmp_path, "gnmt", "heft", 0, [3.0], one_shot=True)
     run(tmp_path, "bert", "hierarchical", 0, [7.0, 6.0])
@@ -52,8 +57,12 @@ def test_search_cost_by_hand(sweep):
     assert (eagle.min_samples_to_2pct, eagle.max_samples_to_2pct) == (32, 64)
     assert eagle.median_wall_s_to_2pct == 1.5 and eagle.median_final_best == 4.0
     assert rows.loc[("bert", "hierarchical")].median_samples_to_2pct == 32
+    # the grouper's last logged values, median over the seeds: 0.3 nats, 20% changed
+    assert eagle.median_final_grouper_entropy == 0.3 and eagle.median_final_grouping_changed == 0.2
+    assert math.isnan(rows.loc[("bert", "hierarchical")].median_final_grouping_changed)
     text = convergence.cost_markdown(cost)
-    assert "| gnmt | p100x4 | eagle | 3 | 48 [32, 64] | 1.5 |" in text
+    assert "| gnmt | p100x4 | eagle | 3 | 48 [32, 64] | 1.5 | 0.3 | 20.0% |" in text
+    assert "| bert | p100x4 | hierarchical | 1 | 32 [32, 32] | 1.0 | — | — |" in text
 
 
 def test_best_so_far_on_a_grid_is_a_step_function():

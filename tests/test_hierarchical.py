@@ -168,6 +168,15 @@ def test_same_seed_same_curve(toy):
     assert not a.metrics["train/loss"].isna().any()
 
 
+def test_the_log_says_how_far_the_grouping_moved(toy):
+    # A 20-nat prior pins every unit's likeliest group: nothing moves. Without it the
+    # grouper network learns, and some units' likeliest group changes.
+    pinned = run(toy, samples=320).metrics["train/grouping_changed"]
+    free = run(toy, samples=320, grouping_prior=0.0).metrics["train/grouping_changed"]
+    assert (pinned == 0).all()
+    assert free.iloc[0] == 0 < free.iloc[-1]
+
+
 def test_resume_equals_uninterrupted(toy, tmp_path):
     full = run(toy)
 
