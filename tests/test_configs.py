@@ -137,7 +137,7 @@ def test_paper_experiment_states_its_sweep_and_budget():
     params = c.hydra.sweeper.params
     assert params.suite == "inception_v3,gnmt,bert" and params.seed == "0,1,2"
     assert set(params.agent.split(",")) == {
-        "single", "expert", "metis", "m_etf", "m_sct", "heft", "hierarchical", "eagle",
+        "single", "expert", "metis", "m_topo", "m_etf", "m_sct", "heft", "hierarchical", "eagle",
         "local_search",
     }  # fmt: skip
     # the experiment's own values win over config.yaml's defaults, the command line over both
