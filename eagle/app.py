@@ -161,6 +161,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "graph": {"name": graph.name, "ops": graph.num_ops},
         "cost_model": cost_model.provenance(),
         "fingerprint": problem.fingerprint,
+        "revision": run_dir.code_revision(),
     }
     run_dir.write_csv(out_dir / run_dir.METRICS, result.metrics)
     run_dir.write_json(

@@ -11,7 +11,8 @@ A record is a folder `SUITE__CLUSTER/` (a small variant: `SUITE-small__CLUSTER/`
 variant, cluster, step_time, found_by, command, revision, date`). `update` rebuilds a run
 dir's problem from its `config.yaml` (`problem_from_config`, so a run dir names no
 code), re-simulates its placement, and replaces the record only if the placement is
-valid and faster than the record, re-simulated too. `check` fails (exit 1) when a
+valid and faster than the record, re-simulated too; its `revision` is the one the run
+recorded (the code that found it). `check` fails (exit 1) when a
 record no longer simulates to its stored step time exactly: a cost-model or simulator
 change moved it, and the records are refreshed in the same commit (`update` on their
 own folders).
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,7 +140,7 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     run_dir.write_json(target / "summary.json", {
         "suite": problem.suite, "variant": variant, "cluster": cluster, "step_time": step_time,
         "found_by": found_by, "command": _command(candidate),
-        "revision": _revision(), "date": datetime.date.today().isoformat(),
+        "revision": _run_revision(candidate), "date": datetime.date.today().isoformat(),
     })  # fmt: skip
     return f"{candidate}: {step_time * 1e3:.1f} ms, the new record {target}"
 
@@ -160,6 +160,13 @@ def _found_by(candidate: Path, config: Mapping[str, Any], problem: Problem) -> s
     )
 
 
+def _run_revision(candidate: Path) -> str:
+    """The code revision the run recorded; runs from before runs recorded one get
+    today's, marked as such."""
+    recorded = run_dir.json_object(candidate / run_dir.SUMMARY).get("revision")
+    return str(recorded) if recorded else f"{run_dir.code_revision()} (at update)"
+
+
 def _relative(text: str) -> str:
     """`text` with this clone's absolute path taken out, so a record reads the same
     from any clone (a search started from `results/best_known/.../placement.json`)."""
@@ -175,17 +182,6 @@ def _command(candidate: Path) -> str:
         line[2:].strip() for line in overrides.read_text().splitlines() if line.startswith("- ")
     ]
     return _relative(" ".join(["eagle-run", *items]))
-
-
-def _revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:

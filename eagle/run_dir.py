@@ -19,6 +19,7 @@ import fcntl
 import io
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,3 +228,17 @@ def read_config(path: Path) -> dict[str, Any]:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:200] or type(e).__name__
+
+
+def code_revision() -> str:
+    """The commit this package runs from (`git describe --always --dirty`: a short hash,
+    `-dirty` when the work tree has uncommitted changes), or "unknown" outside a clone;
+    recorded in each run's summary so a result names the code that produced it."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
+            capture_output=True, text=True, check=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"

@@ -35,6 +35,8 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     assert record.path.name == "bert-small__p100x4"
     assert record.step_time == m_etf_summary["best_step_time"]
     assert record.found_by.startswith("m_etf seed 0")
+    revision = json.loads((record.path / "summary.json").read_text())["revision"]
+    assert revision == m_etf_summary["revision"] != ""  # the code that found it
     assert "the new record" in capsys.readouterr().out
 
     assert best_known.main(["update", str(single), "--dir", str(records)]) == 0  # slower
