@@ -127,12 +127,13 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         return f"{candidate}: invalid placement ({result.reason}); record kept"
     target = folder / record_name(problem.suite, variant, cluster)
     if (target / "summary.json").exists():
-        found_by = run_dir.json_object(target / "summary.json").get("found_by")
+        record_by = run_dir.json_object(target / "summary.json").get("found_by")
         old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
         if old_valid and old_time <= step_time:
             return f"{candidate}: {step_time * 1e3:.1f} ms, not faster than the record's " \
-                f"{old_time * 1e3:.1f} ms ({found_by}); record kept"  # fmt: skip
-    found_by = _found_by(candidate, config, problem)  # before the record it started from goes
+                f"{old_time * 1e3:.1f} ms ({record_by}); record kept"  # fmt: skip
+    summary = run_dir.json_object(candidate / run_dir.SUMMARY)
+    found_by = _found_by(summary, config, problem)  # before the record it started from goes
     target.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(
         target / run_dir.PLACEMENT, placement_to_json(placement, problem.graph, problem.cluster)
@@ -140,15 +141,14 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     run_dir.write_json(target / "summary.json", {
         "suite": problem.suite, "variant": variant, "cluster": cluster, "step_time": step_time,
         "found_by": found_by, "command": _command(candidate),
-        "revision": _run_revision(candidate), "date": datetime.date.today().isoformat(),
+        "revision": _run_revision(summary), "date": datetime.date.today().isoformat(),
     })  # fmt: skip
     return f"{candidate}: {step_time * 1e3:.1f} ms, the new record {target}"
 
 
-def _found_by(candidate: Path, config: Mapping[str, Any], problem: Problem) -> str:
+def _found_by(summary: Mapping[str, Any], config: Mapping[str, Any], problem: Problem) -> str:
     """Agent, seed, samples and time, and the placement file a search started from (with
-    its step time, while it is still there to simulate)."""
-    summary = run_dir.json_object(candidate / run_dir.SUMMARY)
+    its step time, while it is still there to simulate), from the run's summary."""
     start = Path(str((config.get("agent") or {}).get("start")))
     started = ""
     if start.suffix == ".json" and start.is_file():
@@ -160,10 +160,10 @@ def _found_by(candidate: Path, config: Mapping[str, Any], problem: Problem) -> s
     )
 
 
-def _run_revision(candidate: Path) -> str:
-    """The code revision the run recorded; runs from before runs recorded one get
-    today's, marked as such."""
-    recorded = run_dir.json_object(candidate / run_dir.SUMMARY).get("revision")
+def _run_revision(summary: Mapping[str, Any]) -> str:
+    """The code revision the run's summary recorded; runs from before runs recorded one
+    get today's, marked as such."""
+    recorded = summary.get("revision")
     return str(recorded) if recorded else f"{run_dir.code_revision()} (at update)"
 
 
