@@ -67,10 +67,12 @@ def build(node: Any, **kwargs: Any) -> Any:
 
 
 def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
-    """Instantiate the agent config (`_target_` and hyperparameters; `name` is ours)."""
+    """Instantiate the agent config (`_target_` and hyperparameters; `name` and
+    `default_samples`, the run's default budget, are the harness's)."""
     fields = OmegaConf.to_container(agent, resolve=True)
     assert isinstance(fields, dict)
     fields.pop("name")
+    fields.pop("default_samples", None)
     placer: Placer = build(fields, _partial_=True)(problem, seed=seed)
     return placer
 

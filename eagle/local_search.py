@@ -80,7 +80,7 @@ class LocalSearchPlacer(Placer):
         problem: Problem,
         *,
         seed: int = 0,
-        start: str = "best",
+        start: str | IntArray = "best",
         batch_size: int = 64,
         temperature: float = 0.0,
         cooling: float = 0.995,
@@ -101,7 +101,7 @@ class LocalSearchPlacer(Placer):
         self.temperature = temperature
         self.candidates = problem.devices(devices)
         self.units, self.num_units = problem.placement_units
-        self.starts, self.start_file = _start_placers(problem, start, seed)
+        self.starts, self.start_file = start_placers(problem, start, seed)
         self.current: IntArray | None = None  # device of each unit
         self.current_time = np.inf
         self.pending: dict[int, int] = {}  # improving moves not yet combined
@@ -310,8 +310,13 @@ class LocalSearchPlacer(Placer):
             self._find_critical()
 
 
-def _start_placers(problem: Problem, start: str, seed: int) -> tuple[list[Placer], IntArray | None]:
-    """The one-shot placers to run first, or the placement of a file (module docstring)."""
+def start_placers(
+    problem: Problem, start: str | IntArray, seed: int
+) -> tuple[list[Placer], IntArray | None]:
+    """The one-shot placers to run first, or the placement of a file (module docstring)
+    or given as an array (a device per op)."""
+    if isinstance(start, np.ndarray):
+        return [], start
     if start == "best":
         names = [n for n in STARTS if n != "expert" or problem.is_builtin_suite]
         return [STARTS[n](problem, seed=seed) for n in names], None

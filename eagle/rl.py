@@ -30,6 +30,22 @@ by their standard deviation in the batch, so one clip range fits every step-time
 Known limitation: the mean runs over the grouper's and the placer's decisions together,
 so when the grouper barely moves (a strong grouping prior) a large change in the
 placer's few decisions is diluted and the clip rarely binds.
+
+**Warm start and refinement** (ours, not the papers'; `agent=hierarchical` and
+`agent=eagle` use them, the `_paper` agents do not). A run has up to three phases, each
+priced by the same search loop, and the best placement of any phase is the result:
+1. `warm_start`: the one-shot placers (`eagle.local_search.STARTS`, as local search's
+   `start: best`) run first; their fastest valid placement anchors the policy
+   (`Policy.anchor`): the grouping prior becomes a min-cut partition within each of its
+   devices, and `imitation_steps` of supervised learning teach the placer to put each
+   group there (DOPPLER, ICLR 2026, imitates a critical-path scheduler before its RL).
+   So the RL starts where the best list scheduler ended, never behind it.
+2. RL, as above, for `rl_samples` placements (null: to the end of the budget).
+3. Refinement: local search (`eagle.local_search`) from the best placement so far, over
+   single ops and runs of the critical path, for the rest of the budget: the
+   Placeto-style op-level moves a group placement cannot make. It is fast (hundreds to
+   thousands of placements/s) where the RL's grouping is coarse.
+The phases' shares are measured in results/README.md ("Our strongest setting").
 """
 
 from __future__ import annotations
@@ -44,7 +60,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from eagle.errors import ConfigError
+from eagle.errors import ConfigError, PlacerError
+from eagle.local_search import STARTS, LocalSearchPlacer, start_placers
 from eagle.placer import Evaluation, Placer
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
@@ -90,6 +107,11 @@ class Policy(nn.Module):
         `train/<name>` (e.g. how much a grouper has changed); none by default."""
         return {}
 
+    def anchor(self, placement: IntArray, steps: int) -> dict[str, float]:
+        """Start the policy from `placement` (a device per op), with `steps` of imitation
+        (`RLSettings.warm_start`); returns numbers to log. Not every policy can."""
+        raise PlacerError(f"{type(self).__name__} cannot start from a placement (agent.warm_start)")
+
 
 def placement_costs(evaluation: Evaluation, failing_step_time: float) -> FloatArray:
     """sqrt(step time) per placement; invalid placements cost sqrt(failing_step_time)."""
@@ -124,6 +146,16 @@ class RLSettings:
     # 0.001 and 0.01 were no better
     entropy_coef: float = 0.0
     devices: str = "all"  # all | gpus: the devices it may place on
+    # Ours, not the papers' (module docstring, "Warm start and refinement"):
+    # none | best | a one-shot placer (eagle.local_search.STARTS) run before the RL, whose
+    # best placement the policy starts from (`Policy.anchor`)
+    warm_start: str = "none"
+    # Adam steps imitating the warm start before the RL (DOPPLER, ICLR 2026, imitates a
+    # critical-path scheduler before its RL)
+    imitation_steps: int = 0
+    # RL placements before the rest of the budget refines the best placement so far with
+    # local search over single ops (eagle.local_search); null: RL to the end
+    rl_samples: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "lr", "grad_clip", "failing_factor"):
@@ -131,6 +163,13 @@ class RLSettings:
                 raise ValueError(f"agent.{name} must be positive, got {value}")
         if not 0 <= self.baseline_decay < 1:
             raise ValueError(f"agent.baseline_decay must be in [0, 1), got {self.baseline_decay}")
+        if self.warm_start not in ("none", "best", *STARTS):
+            raise ValueError(
+                f"agent.warm_start must be none, best or one of {', '.join(STARTS)}, "
+                f"got {self.warm_start!r}"
+            )
+        if self.imitation_steps < 0 or (self.rl_samples is not None and self.rl_samples < 0):
+            raise ValueError("agent.imitation_steps and agent.rl_samples must be >= 0")
 
     @classmethod
     def from_agent(cls, keys: Mapping[str, Any]) -> Self:
@@ -188,18 +227,74 @@ class PolicyGradientPlacer(Placer):
         sequential = float(problem.op_times[:, devices].sum(axis=0).min())
         self.failing_step_time = settings.failing_factor * sequential
         self.baseline = math.nan  # set to the first batch's mean cost (see `tell`)
-        self.samples_seen = 0
+        self.samples_seen = 0  # RL placements
         self._rollout: Rollout | None = None
         self._asked_at = 0.0
+        # warm start, then RL, then refinement (module docstring)
+        warm = settings.warm_start
+        self.starts = start_placers(problem, warm, seed)[0] if warm != "none" else []
+        self.anchored = warm == "none"
+        self.best_time = math.inf  # the fastest valid placement of every phase so far
+        self.best_placement: IntArray | None = None
+        self.seed = seed
+        self._anchor_stats: dict[str, float] = {}  # logged with the first RL batch
+        self.refiner: LocalSearchPlacer | None = None
 
-    def ask(self) -> IntArray:
+    def _refining(self) -> bool:
+        limit = self.settings.rl_samples
+        return limit is not None and self.samples_seen >= limit and self.best_placement is not None
+
+    def ask(self) -> IntArray | None:
+        if self.starts:
+            batch = self.starts[0].ask()
+            if batch is not None:
+                return batch
+            self.starts.pop(0)
+            return self.ask()
+        if not self.anchored:
+            self._anchor()
+        if self._refining():
+            if self.refiner is None:
+                assert self.best_placement is not None
+                self.refiner = self._make_refiner(self.best_placement)
+            batch = self.refiner.ask()
+            self.done = batch is None
+            return batch
         self._asked_at = time.perf_counter()
         noise = self.samples_seen < self.settings.noise_samples
         with torch.no_grad():
             self._rollout = self.policy.sample(self.settings.batch_size, self.generator, noise)
         return self._rollout.placements
 
+    def _make_refiner(self, start: IntArray) -> LocalSearchPlacer:
+        return LocalSearchPlacer(
+            self.problem, seed=self.seed, start=start,
+            devices=self.settings.devices,
+        )  # fmt: skip
+
+    def _anchor(self) -> None:
+        """Start the policy from the warm start's best placement."""
+        self.anchored = True
+        if self.best_placement is None:
+            self.notes.append("warm start: no valid placement; the RL starts untaught")
+            return
+        stats = self.policy.anchor(self.best_placement, self.settings.imitation_steps)
+        if not stats:
+            self.notes.append("warm start: its placement uses devices outside agent.devices")
+        self._anchor_stats = {f"train/{name}": value for name, value in stats.items()}
+
     def tell(self, placements: IntArray, evaluation: Evaluation) -> None:
+        times = np.where(evaluation.valid, evaluation.step_time, np.inf)
+        if len(times) and times.min() < self.best_time:
+            self.best_time = float(times.min())
+            self.best_placement = placements[int(np.argmin(times))].copy()
+        if self.starts:
+            self.starts[0].tell(placements, evaluation)
+            return
+        if self.refiner is not None:
+            self.refiner.tell(placements, evaluation)
+            self.metrics = self.refiner.metrics
+            return
         assert self._rollout is not None, "tell() without ask()"
         rollout = self._rollout.first(len(placements))
         self._rollout = None
@@ -215,11 +310,13 @@ class PolicyGradientPlacer(Placer):
         elapsed = time.perf_counter() - self._asked_at
         self.metrics = {
             **stats,
+            **self._anchor_stats,
             **{f"train/{name}": value for name, value in self.policy.diagnostics().items()},
             "train/baseline": self.baseline,
             "train/mean_cost": mean_cost,
             "train/samples_per_s": len(placements) / elapsed if elapsed > 0 else math.nan,
         }
+        self._anchor_stats = {}
 
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> dict[str, float]:
         """One REINFORCE step, or `ppo.epochs` PPO steps, on the rollout; returns
@@ -269,6 +366,12 @@ class PolicyGradientPlacer(Placer):
             "generator": self.generator.get_state(),
             "baseline": self.baseline,
             "samples_seen": self.samples_seen,
+            "starts_left": len(self.starts),
+            "start": self.starts[0].state_dict() if self.starts else None,
+            "anchored": self.anchored,
+            "best_time": self.best_time,
+            "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
+            "refiner": None if self.refiner is None else self.refiner.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -278,3 +381,14 @@ class PolicyGradientPlacer(Placer):
         self.generator.set_state(state["generator"])
         self.baseline = float(state["baseline"])
         self.samples_seen = int(state["samples_seen"])
+        self.starts = self.starts[len(self.starts) - int(state["starts_left"]) :]
+        if self.starts:
+            self.starts[0].load_state_dict(state["start"])
+        self.anchored = bool(state["anchored"])
+        self.best_time = float(state["best_time"])
+        best = state["best_placement"]
+        self.best_placement = None if best is None else np.asarray(best, dtype=np.int64)
+        if state["refiner"] is not None:
+            assert self.best_placement is not None
+            self.refiner = self._make_refiner(self.best_placement)
+            self.refiner.load_state_dict(state["refiner"])

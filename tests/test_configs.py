@@ -95,11 +95,29 @@ def test_rl_agent_files_state_their_records_defaults(agent):
     # the defaults with their sources. agent/eagle.yaml inherits agent/hierarchical.yaml.
     keys = OmegaConf.to_container(cfg(f"agent={agent}").agent)
     assert keys.pop("name") == agent
+    assert keys.pop("default_samples") == 20000  # the harness's, not the placer's
     placer = get_class(keys.pop("_target_"))
     defaults = dataclasses.asdict(RL_SETTINGS[agent]())
     assert keys == defaults
     assert {k: type(v) for k, v in keys.items()} == {k: type(v) for k, v in defaults.items()}
     assert placer.__module__ == RL_SETTINGS[agent].__module__
+
+
+@pytest.mark.parametrize("agent", sorted(RL_SETTINGS))
+def test_paper_agents_are_the_papers_setting(agent):
+    # the grouper learns the grouping (no prior), RL alone from an untrained policy, the
+    # paper's 256 groups and logit noise; the rest is the agent's own (EAGLE's switches on)
+    keys = OmegaConf.to_container(cfg(f"agent={agent}_paper").agent)
+    assert keys.pop("name") == f"{agent}_paper"
+    assert keys.pop("default_samples") == 1000
+    keys.pop("_target_")
+    settings = RL_SETTINGS[agent](**keys)
+    assert (settings.grouping_prior, settings.warm_start, settings.rl_samples) == (0, "none", None)
+    assert (settings.num_groups, settings.noise_samples, settings.imitation_steps) == (256, 750, 0)
+    assert settings.lr == (0.1 if agent == "hierarchical" else 0.0003)  # paper; EAGLE: none given
+    # a sweep of both gives each its budget: no budget.samples on the command line
+    assert cfg(f"agent={agent}_paper").budget.samples == 1000
+    assert cfg(f"agent={agent}").budget.samples == 20000
 
 
 @pytest.mark.parametrize("agent", sorted(RL_SETTINGS))
@@ -137,11 +155,13 @@ def test_paper_experiment_states_its_sweep_and_budget():
     params = c.hydra.sweeper.params
     assert params.suite == "inception_v3,gnmt,bert" and params.seed == "0,1,2"
     assert set(params.agent.split(",")) == {
-        "single", "expert", "metis", "m_topo", "m_etf", "m_sct", "heft", "hierarchical", "eagle",
-        "local_search",
+        "single", "expert", "metis", "m_topo", "m_etf", "m_sct", "heft", "hierarchical_paper",
+        "eagle_paper", "hierarchical", "eagle", "local_search",
     }  # fmt: skip
-    # the experiment's own values win over config.yaml's defaults, the command line over both
-    assert c.budget.samples == 3000 and c.progress is False
+    # the experiment's own values win over config.yaml's defaults, the command line over
+    # both; the budget is each agent's default
+    assert c.progress is False and c.budget.samples == 1000
+    assert cfg("experiment=paper", "agent=local_search").budget.samples == 20000
     assert c.hydra.launcher._target_.endswith("JoblibLauncher")
     assert cfg("experiment=paper", "budget.samples=64").budget.samples == 64
     assert cfg().budget.samples == 1000

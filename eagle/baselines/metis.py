@@ -36,9 +36,9 @@ def _integer_weights(values: npt.NDArray[Any]) -> IntArray:
     return result
 
 
-def unit_graph(problem: Problem) -> tuple[pymetis.CSRAdjacency, IntArray]:
-    """The undirected graph of placement units METIS reads: an edge wherever bytes flow
-    between two units, weighted by those bytes (both directions summed)."""
+def _unit_edges(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:
+    """Every ordered pair of placement units bytes flow between (both directions of each
+    edge), with those bytes summed, sorted by source unit."""
     g = problem.graph
     units, num_units = problem.placement_units
     a, b = units[g.edge_src], units[g.edge_dst]
@@ -48,27 +48,90 @@ def unit_graph(problem: Problem) -> tuple[pymetis.CSRAdjacency, IntArray]:
     key = src * num_units + dst
     uniq, inverse = np.unique(key, return_inverse=True)
     summed = np.bincount(inverse, np.concatenate([w, w]))
-    src, dst = uniq // num_units, uniq % num_units
-    starts = np.zeros(num_units + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=num_units), out=starts[1:])
-    return pymetis.CSRAdjacency(starts, dst), _integer_weights(summed)
+    return uniq // num_units, uniq % num_units, _integer_weights(summed)
 
 
-def min_cut_groups(problem: Problem, parts: int, devices: IntArray, *, seed: int = 0) -> IntArray:
+def _csr(src: IntArray, dst: IntArray, num_vertices: int) -> pymetis.CSRAdjacency:
+    starts = np.zeros(num_vertices + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=num_vertices), out=starts[1:])
+    return pymetis.CSRAdjacency(starts, dst)
+
+
+def unit_graph(problem: Problem) -> tuple[pymetis.CSRAdjacency, IntArray]:
+    """The undirected graph of placement units METIS reads: an edge wherever bytes flow
+    between two units, weighted by those bytes (both directions summed)."""
+    src, dst, weights = _unit_edges(problem)
+    return _csr(src, dst, problem.placement_units[1]), weights
+
+
+def min_cut_groups(
+    problem: Problem,
+    parts: int,
+    devices: IntArray,
+    *,
+    seed: int = 0,
+    within: IntArray | None = None,
+) -> IntArray:
     """Part of each placement unit in a `parts`-way balanced min-cut partition: units of
     near-equal compute time (mean over `devices`) with few bytes between parts. The
     hierarchical planner's grouping prior (`eagle.hierarchical`). Never more parts than
-    units; a part may be empty."""
+    units; a part may be empty.
+
+    `within` (a device per unit, e.g. a list scheduler's placement) keeps every part on
+    one of its devices, so that a placement of the parts can reproduce it: each device's
+    units are cut on their own, into a share of the parts proportional to their compute
+    time (at least one each; with more devices in use than parts, devices share parts)."""
     units, num_units = problem.placement_units
-    parts = min(parts, num_units)
-    if parts <= 1:
-        return np.zeros(num_units, dtype=np.int64)
     times = np.bincount(units, problem.op_times[:, devices].mean(axis=1), minlength=num_units)
-    adjacency, eweights = unit_graph(problem)
+    src, dst, eweights = _unit_edges(problem)
+    if within is None:
+        return _cut(np.arange(num_units), min(parts, num_units), times, src, dst, eweights, seed)
+    blocks = [np.flatnonzero(within == d) for d in np.unique(within)]
+    shares = _shares([float(times[b].sum()) for b in blocks], [len(b) for b in blocks], parts)
+    result = np.empty(num_units, dtype=np.int64)
+    first = 0
+    for block, share in zip(blocks, shares, strict=True):
+        keep = np.isin(src, block) & np.isin(dst, block)
+        part = _cut(block, share, times, src[keep], dst[keep], eweights[keep], seed)
+        result[block] = (first + part) % max(parts, 1)
+        first += share
+    return result
+
+
+def _shares(weights: list[float], sizes: list[int], parts: int) -> list[int]:
+    """Parts per block: at least one, at most its size, the rest by largest remainder of
+    `parts` x its share of the weight."""
+    total = sum(weights) or 1.0
+    exact = [max(1.0, parts * w / total) for w in weights]
+    shares = [min(int(e), n) for e, n in zip(exact, sizes, strict=True)]
+    order = sorted(range(len(weights)), key=lambda i: int(exact[i]) - exact[i])
+    while sum(shares) < parts and any(s < n for s, n in zip(shares, sizes, strict=True)):
+        for i in order:
+            if sum(shares) < parts and shares[i] < sizes[i]:
+                shares[i] += 1
+    return shares
+
+
+def _cut(
+    members: IntArray,
+    parts: int,
+    times: IntArray,
+    src: IntArray,
+    dst: IntArray,
+    eweights: IntArray,
+    seed: int,
+) -> IntArray:
+    """METIS's k-way cut of the units `members` (edges `src -> dst` among them)."""
+    if parts <= 1:
+        return np.zeros(len(members), dtype=np.int64)
+    if parts >= len(members):  # a unit per part (METIS refuses as many parts as vertices)
+        return np.arange(len(members), dtype=np.int64)
+    index = np.full(int(members.max()) + 1, -1)
+    index[members] = np.arange(len(members))
     _, part = pymetis.part_graph(
         parts,
-        adjacency=adjacency,
-        vweights=_integer_weights(times),
+        adjacency=_csr(index[src], index[dst], len(members)),
+        vweights=_integer_weights(times[members]),
         eweights=eweights,
         recursive=False,
         options=pymetis.Options(seed=seed),

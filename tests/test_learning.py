@@ -1,0 +1,138 @@
+"""Our strongest setting of both learned placers (`agent=hierarchical`, `agent=eagle`):
+warm start from the best one-shot placement, imitation, RL over groups that can express
+the warm start, then local search over single ops (`eagle.rl`, "Warm start and
+refinement"). By hand: the grouping within a placement's devices and its shares; the
+imitation reproducing the warm start; the phases in order, never worse than the warm
+start, resumed exactly; and every toy optimum reached on seeds 0-4 within 2,000 samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from eagle.baselines.metis import _shares, min_cut_groups
+from eagle.eagle_placer import EaglePlacer
+from eagle.hierarchical import HierarchicalPlacer
+from eagle.local_search import STARTS
+from eagle.search import Budget, SearchState, search
+from simulator.random_graphs import random_graph
+from tests.conftest import graph, problem, two_chains, unit_cluster
+from tests.test_hierarchical import TOYS
+
+# A small network (as tests/test_hierarchical.py's) in the default setting; of the toy
+# budget of 2,000 samples, a tenth to the RL, as the defaults' 2,000 of 20,000
+STRONG = {"num_groups": 8, "hidden": 32, "grouper_hidden": 16, "rl_samples": 200}
+PLACERS = {"hierarchical": HierarchicalPlacer, "eagle": EaglePlacer}
+
+
+def memory_chains() -> object:
+    """Three 6-op chains of 10 s ops holding 1 byte of parameters each, three devices of
+    7 bytes: no device holds two chains, so the optimum is one chain each, 60 s."""
+    ops = [{"name": f"c{c}_{i}", "t": 10, "param_bytes": 1} for c in range(3) for i in range(6)]
+    edges = [(f"c{c}_{i - 1}", f"c{c}_{i}", 0) for c in range(3) for i in range(1, 6)]
+    return graph(ops, edges)
+
+
+ALL_TOYS = {**TOYS, "3x6 on 3, one chain fits a device": (memory_chains(), 3, 60.0)}
+MEMORY = {"3x6 on 3, one chain fits a device": 7.0}
+
+
+@pytest.fixture
+def toy():
+    return problem(random_graph(80, seed=2, colocation_fraction=0.2), unit_cluster(3))
+
+
+def test_shares_of_the_parts_by_hand():
+    # 4 parts for weights 20 and 40: exact 1.33 and 2.67, floors 1 and 2, the larger
+    # remainder (0.67) takes the last part
+    assert _shares([20.0, 40.0], [20, 40], 4) == [1, 3]
+    # at least one part each, never more than a block's units
+    assert _shares([1.0, 99.0], [5, 2], 4) == [2, 2]
+    assert _shares([1.0, 1.0, 1.0], [1, 1, 1], 2) == [1, 1, 1]
+
+
+def test_min_cut_groups_within_a_placement_keep_each_part_on_one_device():
+    p = problem(two_chains(30), unit_cluster(2))
+    on = np.r_[np.zeros(20, dtype=np.int64), np.ones(40, dtype=np.int64)]
+    parts = min_cut_groups(p, 4, p.devices("all"), within=on)
+    for part in np.unique(parts):
+        assert len(set(on[parts == part].tolist())) == 1
+    # the shares by compute time: 1 part for the 20 units on d0, 3 for the 40 on d1
+    assert len(np.unique(parts[:20])) == 1 and len(np.unique(parts[20:])) == 3
+    assert sorted(np.unique(parts).tolist()) == [0, 1, 2, 3]
+
+
+def test_the_placer_imitates_the_warm_start(toy):
+    placer = HierarchicalPlacer(toy, seed=0, **STRONG)
+    warm = STARTS["heft"](toy, seed=0).ask()[0]
+    stats = placer.policy.anchor(warm, 100)
+    assert stats == {"imitation_accuracy": 1.0}
+    units = placer.policy.units
+    groups = placer.policy.prior_groups.numpy()[units]
+    for g in np.unique(groups):  # every group inside one of the warm start's devices
+        assert len(set(warm[groups == g].tolist())) == 1
+    with torch.no_grad():
+        rollout = placer.policy.sample(16, torch.Generator().manual_seed(0), noise=False)
+    assert (rollout.placements == warm).all(axis=1).any()
+
+
+def test_phases_run_in_order_and_never_lose_the_warm_start(toy):
+    placer = HierarchicalPlacer(toy, seed=0, **STRONG)
+    result = search(placer, toy, Budget(samples=600), progress=False)
+    m = result.metrics
+    rl = m["train/loss"].notna()
+    refine = m["search/current_step_time"].notna()
+    first_rl, first_refine = int(np.argmax(rl)), int(np.argmax(refine))
+    assert 0 < first_rl < first_refine and not rl[first_refine:].any()
+    assert m["train/imitation_accuracy"].notna().sum() == 1
+    warm_best = m["best_step_time"].iloc[first_rl - 1]
+    assert result.best_step_time <= warm_best
+    one_shot = []
+    for name, cls in STARTS.items():
+        if name == "expert":
+            continue
+        one_shot.append(search(cls(toy, seed=0), toy, Budget(samples=50), progress=False))
+    assert result.best_step_time <= min(r.best_step_time for r in one_shot)
+    assert result.samples == 600
+
+
+@pytest.mark.parametrize("phase", ["warm start", "rl", "refinement"])
+def test_resume_in_any_phase_equals_uninterrupted(toy, tmp_path, phase):
+    def run(**kw):
+        placer = EaglePlacer(toy, seed=3, **STRONG | {"rl_samples": 64})
+        return search(placer, toy, Budget(samples=500), progress=False, **kw)
+
+    full = run()
+    m = full.metrics
+    rl = np.flatnonzero(m["train/loss"].notna())
+    refine = np.flatnonzero(m["search/current_step_time"].notna())
+    row = {"warm start": rl[0] - 2, "rl": rl[len(rl) // 2], "refinement": refine[2]}[phase]
+    stop = int(m["iteration"].iloc[row])
+
+    def interrupt(state: SearchState) -> None:
+        if state.iteration == stop:
+            raise KeyboardInterrupt
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    with pytest.raises(KeyboardInterrupt):
+        run(checkpoint=checkpoint, checkpoint_every=5, on_iteration=interrupt)
+    resumed = run(checkpoint=checkpoint, checkpoint_every=5)
+    drop = ["wall_s", "train/samples_per_s"]
+    pd.testing.assert_frame_equal(
+        full.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop)
+    )
+    assert np.array_equal(full.best_placement, resumed.best_placement)
+
+
+@pytest.mark.parametrize("agent", sorted(PLACERS))
+@pytest.mark.parametrize("name", sorted(ALL_TOYS))
+def test_the_default_setting_reaches_every_toy_optimum(agent, name):
+    g, devices, optimum = ALL_TOYS[name]
+    toy = problem(g, unit_cluster(devices, memory=MEMORY.get(name, 1e12)))
+    for seed in range(5):
+        placer = PLACERS[agent](toy, seed=seed, **STRONG)
+        result = search(placer, toy, Budget(samples=2000), progress=False)
+        assert result.best_valid and result.best_step_time <= 1.05 * optimum, (seed, result)
