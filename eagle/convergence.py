@@ -96,7 +96,9 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
             samples.append(int(first.samples))
             walls.append(float(first.wall_s))
             finals.append(final)
-            learning.append(run[list(LEARNING)].iloc[-1].to_numpy(dtype=float))
+            # the last logged value: a run that refines after its RL logs none since
+            logged = run[list(LEARNING)].ffill()
+            learning.append(logged.iloc[-1].to_numpy(dtype=float))
         if not samples:
             continue
         rows.append(

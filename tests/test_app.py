@@ -54,10 +54,12 @@ def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
 
 
 def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_path):
-    small = ("agent=hierarchical", "suite=bert", "suite.variant=small", "agent.num_groups=16",
-             "agent.hidden=32")  # fmt: skip
+    # the papers' setting: RL from the first sample (the default setting's warm start
+    # and refinement: tests/test_learning.py)
+    small = ("agent=hierarchical_paper", "suite=bert", "suite.variant=small",
+             "agent.num_groups=16", "agent.hidden=32")  # fmt: skip
     summary = run(cfg(*small, "budget.samples=48"), tmp_path)
-    assert summary["agent"] == "hierarchical" and summary["samples"] == 48
+    assert summary["agent"] == "hierarchical_paper" and summary["samples"] == 48
     metrics = pd.read_csv(tmp_path / "metrics.csv")
     assert list(metrics.columns[: len(METRIC_COLUMNS)]) == list(METRIC_COLUMNS)
     assert {"train/loss", "train/placer_entropy", "train/samples_per_s"} <= set(metrics.columns)
@@ -69,10 +71,10 @@ def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_
 
 
 def test_eagle_agent_runs_and_the_ablation_names_each_variant(cached_small_suites, tmp_path):
-    small = ("agent=eagle", "suite=bert", "suite.variant=small", "agent.hidden=32",
-             "budget.samples=32")  # fmt: skip
+    small = ("agent=eagle_paper", "suite=bert", "suite.variant=small", "agent.hidden=32",
+             "agent.num_groups=16", "budget.samples=32")  # fmt: skip
     summary = run(cfg(*small), tmp_path)
-    assert summary["agent"] == "eagle" and summary["samples"] == 32
+    assert summary["agent"] == "eagle_paper" and summary["samples"] == 32
     assert "train/clip_fraction" in pd.read_csv(tmp_path / "metrics.csv").columns
     variant = cfg("experiment=ablation", "agent.link=none", "agent.algo=reinforce")
     assert variant.agent._target_.endswith("EaglePlacer")

@@ -127,15 +127,19 @@ def test_eagle_speedup_and_latex_table(tmp_path):
     finished(tmp_path, "gnmt", "hierarchical", 1, 1.1)
     finished(tmp_path, "gnmt", "eagle", 0, 1.0)
     finished(tmp_path, "bert", "eagle", 0, 2.0)  # no hierarchical run: no speed-up
+    finished(tmp_path, "bert", "hierarchical_paper", 0, 3.0)  # the papers' setting: 3.0 / 2.4
+    finished(tmp_path, "bert", "eagle_paper", 0, 2.4)
     frame = report.table(run_dir.scan([tmp_path])[0])
     assert report.speedup(frame, "gnmt", "p100x4") == pytest.approx(0.1)
     assert math.isnan(report.speedup(frame, "bert", "p100x4"))
+    assert report.speedup(frame, "bert", "p100x4", "_paper") == pytest.approx(0.25)
     lines = {line.split(" | ")[0].strip("| "): line for line in report.markdown(frame).splitlines()}
-    assert lines["gnmt"].endswith("| +10.0% | unknown |")  # hand-written dirs: no cost model
+    # the paper setting's speed-up, then ours; hand-written dirs: no cost model
+    assert lines["gnmt"].endswith("| — | +10.0% | unknown |")
     assert "1,100.0 ± 0 (x1.10)" in lines["gnmt"]
-    assert lines["bert"].endswith("| — | unknown |")
+    assert lines["bert"].endswith("| +25.0% | — | unknown |")
     tex = report.latex(frame)
-    assert tex.startswith("%") and "\\begin{tabular}{llrrrrrr}" in tex
+    assert tex.startswith("%") and "\\begin{tabular}{llrrrrrrrrr}" in tex
     assert "\\textbf{1,000.0 ($\\times$1.00)}" in tex and "1,100.0 $\\pm$ 0" in tex
     assert "+10.0\\%" in tex and "±" not in tex and "**" not in tex
     assert tex.count("\\\\\n") == 3  # the header and two suites

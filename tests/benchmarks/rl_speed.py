@@ -21,7 +21,8 @@ from eagle.search import Evaluator
 def measure(suite: str, iterations: int, **hyper: int) -> tuple[float, float, float, float]:
     """(placements/s, then seconds per iteration spent sampling, simulating, learning)."""
     problem = problem_from_config({"suite": {"name": suite}, "cluster": {"name": "p100x4"}})
-    placer = HierarchicalPlacer(problem, seed=0, **hyper)
+    # the RL phase alone (the default's warm start and refinement are other placers')
+    placer = HierarchicalPlacer(problem, seed=0, warm_start="none", rl_samples=None, **hyper)
     evaluate = Evaluator(problem)
     placer.tell(b := placer.ask(), evaluate(b))  # warm-up: numba, allocator
     spent = np.zeros(3)
