@@ -268,9 +268,8 @@ class PolicyGradientPlacer(Placer):
 
     def _make_refiner(self, start: IntArray) -> LocalSearchPlacer:
         return LocalSearchPlacer(
-            self.problem, seed=self.seed, start=start,
-            devices=self.settings.devices,
-        )  # fmt: skip
+            self.problem, seed=self.seed, start=start, devices=self.settings.devices
+        )
 
     def _anchor(self) -> None:
         """Start the policy from the warm start's best placement."""
