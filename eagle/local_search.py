@@ -114,12 +114,8 @@ class LocalSearchPlacer(Placer):
     # ---- ask and tell ------------------------------------------------------------
 
     def ask(self) -> IntArray | None:
-        if self.starts:
-            batch = self.starts[0].ask()
-            if batch is not None:
-                return batch
-            self.starts.pop(0)
-            return self.ask()
+        if (batch := ask_starts(self.starts)) is not None:
+            return batch
         if self.current is None:
             if self.start_file is not None:  # evaluated once, as the start
                 first: IntArray = self.start_file[None, :]
@@ -330,6 +326,17 @@ def start_placers(
         )
     doc = parse_json(read_limited(path))
     return [], placement_from_json(doc, problem.graph, problem.cluster)
+
+
+def ask_starts(starts: list[Placer]) -> IntArray | None:
+    """The next batch of the first start placer with one left, dropping the finished ones
+    (their last batch has been told: `tell` goes to `starts[0]`)."""
+    while starts:
+        batch = starts[0].ask()
+        if batch is not None:
+            return batch
+        starts.pop(0)
+    return None
 
 
 def _unit_neighbours(problem: Problem, units: IntArray, num_units: int) -> list[IntArray]:

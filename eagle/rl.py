@@ -61,7 +61,7 @@ import torch
 from torch import nn
 
 from eagle.errors import ConfigError, PlacerError
-from eagle.local_search import STARTS, LocalSearchPlacer, start_placers
+from eagle.local_search import STARTS, LocalSearchPlacer, ask_starts, start_placers
 from eagle.placer import Evaluation, Placer
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
@@ -245,12 +245,8 @@ class PolicyGradientPlacer(Placer):
         return limit is not None and self.samples_seen >= limit and self.best_placement is not None
 
     def ask(self) -> IntArray | None:
-        if self.starts:
-            batch = self.starts[0].ask()
-            if batch is not None:
-                return batch
-            self.starts.pop(0)
-            return self.ask()
+        if (batch := ask_starts(self.starts)) is not None:
+            return batch
         if not self.anchored:
             self._anchor()
         if self._refining():
