@@ -1,5 +1,6 @@
 """`eagle-report DIR...`: turn run dirs into the comparison table (markdown, LaTeX,
-CSV), the search-cost table and convergence curves (`eagle.convergence`), and each
+CSV), the search-cost table and convergence curves (`eagle.convergence`), the effect of
+each of EAGLE's changes when the runs are an ablation sweep (`eagle.ablation`), and each
 search's best placement as a timeline (`eagle.timeline`).
 
     eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR] [--table-name N]
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 import suites
-from eagle import best_known, convergence, run_dir, timeline
+from eagle import ablation, best_known, convergence, run_dir, timeline
 from eagle.errors import EagleError
 from simulator import SimulatorError
 
@@ -367,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     cost = convergence.search_cost(runs)
     cost = cost.iloc[np.lexsort((cost.placer.map(placer_rank), cost.suite.map(suite_rank)))]
     text = markdown(frame) + ("\n" + convergence.cost_markdown(cost) if len(cost) else "")
+    switches = ablation.effects(runs_frame(records, labels))
+    if len(switches):
+        text += "\n" + ablation.markdown(switches)
     written = [out / f"{args.table_name}{ext}" for ext in (".md", ".csv", ".tex")]
     run_dir.write_text(written[0], text)
     run_dir.write_csv(written[1], frame)
@@ -374,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(cost):
         run_dir.write_csv(out / "search_cost.csv", cost)
         written.append(out / "search_cost.csv")
+    if len(switches):
+        run_dir.write_csv(out / "ablation.csv", switches)
+        written.append(out / "ablation.csv")
     if len(runs):
         written += convergence.plot(runs, out, list(PLACER_ORDER), known)
     for record in records:  # the searches' best placements, device by device
