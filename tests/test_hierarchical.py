@@ -1,13 +1,18 @@
 """The hierarchical planner: features, group embeddings, the two log-probability passes
 agreeing, colocation, determinism, resume, and learning known optima on toy graphs.
 
-Learning is checked with the reference's grouper (`grouping_prior=0`): with the prior,
-the toys' min-cut groups are the chains themselves, and even an untrained policy finds
-the optimum. Measured with batch 16, lr 0.03 and a small network (8 groups, hidden 32),
-1000 samples, seeds 0-4: within 5% of the optimum on "8+4+4+4 on 3" (4 of 5 seeds),
-"3x6 on 2" (5 of 5) and "2x8 on 2" (4 of 5), which the test requires (4). It does not on
-"4x6 on 4" (0 of 5; the grouper stays near uniform, so its groups mix the chains) nor
-"fork-join 3x4 on 3" (1 of 5): kept in TOYS as known hard cases, not asserted.
+Learning is checked in the papers' setting: the reference's grouper (`grouping_prior=0`),
+RL alone, the paper's k = 4 placements per grouping (`PAPER`). Measured with lr 0.03 and a
+small network (8 groups, hidden 32), 2,000 samples, seeds 0-4: within 5% of
+the optimum on "8+4+4+4 on 3", "3x6 on 2", "2x8 on 2" and "fork-join 3x4 on 3" for 5 of
+5 seeds each, which the test requires (with 16 placements per grouping: 5, 5, 4 and 2 of
+5). Not on "4x6 on 4" nor on tests/test_learning.py's memory toy (0 of 5, at 1.07-1.37x):
+the RL settles in a local optimum, balanced devices each holding parts of several
+chains (seed 0's best, 73 s against 60: its best one-op move or two-op swap gives 72 s),
+and none of lr 0.01 or 0.1, 1 or 2 placements per grouping, no logit noise, an entropy
+bonus, 4, 16 or 32 groups, a grouper with a hidden activation, a free table of logits as
+the grouper, nor Post's cross-entropy steps on each 40 samples' best tenth got past it
+on more than 1 seed of 5 (results/README.md). Our setting (tests/test_learning.py) does.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from tests.conftest import graph, problem, two_chains, unit_cluster
 # reference's logit noise; tests/test_learning.py checks the warm start and refinement
 RL_ONLY = {"warm_start": "none", "imitation_steps": 0, "rl_samples": None, "noise_samples": 750}
 SMALL = {"num_groups": 8, "hidden": 32, "grouper_hidden": 16, "lr": 0.03, **RL_ONLY}
+# the papers' setting on the toys: no grouping prior, k = 4 placements per grouping
+PAPER = SMALL | {"grouping_prior": 0.0, "batch_size": 4}
 
 
 def diamond():
@@ -241,15 +248,14 @@ TOYS = {
 }
 
 
-@pytest.mark.parametrize("name", ["8+4+4+4 on 3", "3x6 on 2", "2x8 on 2"])
-def test_reaches_the_known_optimum_on_toy_graphs(name):
+@pytest.mark.parametrize("name", ["8+4+4+4 on 3", "3x6 on 2", "2x8 on 2", "fork-join 3x4 on 3"])
+def test_the_papers_setting_reaches_the_known_optimum_on_toy_graphs(name):
     g, devices, optimum = TOYS[name]
     toy = problem(g, unit_cluster(devices))
-    hits = 0
     for seed in range(5):
-        result = run(toy, samples=1000, seed=seed, grouping_prior=0.0)
-        hits += result.best_valid and result.best_step_time <= 1.05 * optimum
-    assert hits >= 4, f"{name}: within 5% of the optimum for {hits} of 5 seeds"
+        placer = HierarchicalPlacer(toy, seed=seed, **PAPER)
+        result = search(placer, toy, Budget(samples=2000), progress=False)
+        assert result.best_valid and result.best_step_time <= 1.05 * optimum, (seed, result)
 
 
 def test_entropy_bonus_keeps_the_policy_spread(toy):
