@@ -67,30 +67,14 @@ def effects(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _log_ratios(times: pd.Series, switch: str, on: str, off: str) -> list[float]:
-    """Per seed, the mean log(on / off) over the other switches' combinations."""
-    level = list(SWITCHES).index(switch)
-    others = [(a, b) for a in SWITCHES[_other(switch, 0)] for b in SWITCHES[_other(switch, 1)]]
-    out = []
-    for seed in sorted(set(times.index.get_level_values("seed"))):
-        logs = []
-        for a, b in others:
-            keys = {value: _key(level, value, a, b, seed) for value in (on, off)}
-            if not all(k in times.index for k in keys.values()):
-                break
-            logs.append(math.log(times[keys[on]] / times[keys[off]]))
-        else:
-            out.append(float(np.mean(logs)))
-    return out
-
-
-def _other(switch: str, which: int) -> str:
-    return [s for s in SWITCHES if s != switch][which]
-
-
-def _key(level: int, value: str, a: str, b: str, seed: int) -> tuple[str, str, str, int]:
-    rest = [a, b]
-    rest.insert(level, value)
-    return (rest[0], rest[1], rest[2], seed)
+    """Per seed with all four pairs, the mean log(on / off) over the other switches'
+    combinations (the division pairs runs by the other switches' values and the seed)."""
+    if not {on, off} <= set(times.index.get_level_values(switch)):
+        return []
+    ratios = (times.xs(on, level=switch) / times.xs(off, level=switch)).dropna()
+    logs = ratios.apply(math.log)
+    per_seed = logs.groupby(level="seed").agg(["mean", "count"])
+    return [float(m) for m in per_seed["mean"][per_seed["count"] == 4]]
 
 
 def _interval(logs: np.ndarray) -> tuple[float, float]:
