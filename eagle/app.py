@@ -13,6 +13,7 @@ its checkpoint (`resume=false` starts afresh).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
@@ -39,6 +40,18 @@ from simulator import SimulatorError, placement_to_json
 log = logging.getLogger("eagle")
 
 OmegaConf.register_new_resolver("label", label, replace=True)
+
+
+def _registered_suites() -> str:
+    """The config folder of suites users registered (config.yaml puts it on the search
+    path); created empty if need be, since Hydra warns about a missing one."""
+    folder = suites.registry.registered_conf_dir()
+    with contextlib.suppress(OSError):  # unwritable cache: Hydra's one warning says so
+        folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+OmegaConf.register_new_resolver("registered_suites", _registered_suites, replace=True)
 
 
 def identity(cfg: DictConfig) -> dict[str, Any]:

@@ -226,6 +226,10 @@ def _panel(
     real = panel["val/measured_step_time"].max() * 1e3
     high = max(high, 1.05 * real) if math.isfinite(real) else high  # keep measurements
     off_scale = []
+    dashes = shared_dashes(
+        {p: float(lines[p]) for p in placers if p not in searches and p in lines.index},
+        tolerance=0.005 * (high - 0.97 * low),
+    )
     for placer in placers:
         if placer in searches:
             runs = [on_grid(run, x, grid) for _, run in searches[placer].groupby("seed")]
@@ -248,9 +252,25 @@ def _panel(
         elif placer in lines.index:
             value = float(lines[placer])
             if math.isfinite(value) and value <= high:
-                handles[placer] = ax.axhline(value, color=colours[placer], ls="--", lw=1.2)
+                handles[placer] = ax.axhline(value, color=colours[placer], ls=dashes[placer],
+                                             lw=1.2)  # fmt: skip
             else:
                 off_scale.append(f"{placer} {value:,.0f} ms")
     ax.set_ylim(0.97 * low, high)
     ax.set_xlim(0, top)
     return off_scale
+
+
+def shared_dashes(values: dict[str, float], tolerance: float, dash: float = 5.0) -> dict[str, Any]:
+    """A dash style per one-shot line: lines within `tolerance` of each other (a group of
+    k, which would hide all but the last drawn) take turns along one dash pattern, each
+    drawing every k-th dash in its own colour, so every placer on the line stays visible.
+
+    Styles are matplotlib's `(offset, (on, off))`; a line on its own gets `(0, (5, 5))`.
+    """
+    styles: dict[str, Any] = {}
+    for name, value in values.items():
+        same = [n for n, v in values.items() if abs(v - value) <= tolerance]
+        k, j = len(same), same.index(name)
+        styles[name] = (((k - j) * dash) % (k * dash), (dash, dash * (k - 1) if k > 1 else dash))
+    return styles

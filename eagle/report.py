@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 import suites
 from eagle import ablation, best_known, convergence, run_dir, timeline
@@ -383,15 +384,21 @@ def main(argv: list[str] | None = None) -> int:
         written.append(out / "ablation.csv")
     if len(runs):
         written += convergence.plot(runs, out, list(PLACER_ORDER), known)
-    for record in records:  # the searches' best placements, device by device
-        s = record.summary
-        if s is not None and s.get("stopped_by") != "placer" and has_placement(record.path):
-            try:
-                best = timeline.load(record.path)
-            except (EagleError, SimulatorError, suites.SuiteError, run_dir.RunDirError) as e:
-                print(f"warning: {record.path}: no timeline: {e}", file=sys.stderr)
-                continue
-            written += timeline.write(best, out / "timelines")
+    searches = [  # the searches' best placements, device by device
+        r
+        for r in records
+        if r.summary is not None
+        and r.summary.get("stopped_by") != "placer"
+        and has_placement(r.path)
+    ]
+    # a second or two per run (rebuild, simulate, draw); disable=None: off in a log file
+    for record in tqdm(searches, desc="drawing timelines", unit="run", disable=None):
+        try:
+            best = timeline.load(record.path)
+        except (EagleError, SimulatorError, suites.SuiteError, run_dir.RunDirError) as e:
+            tqdm.write(f"warning: {record.path}: no timeline: {e}", file=sys.stderr)
+            continue
+        written += timeline.write(best, out / "timelines")
     print(text)
     print("written: " + ", ".join(str(p) for p in written))
     return 0

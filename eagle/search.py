@@ -283,7 +283,7 @@ def search(
     bar = tqdm(
         total=min(budget.samples, placer.planned or budget.samples),
         initial=min(state.samples, budget.samples),
-        disable=not progress,
+        disable=None if progress else True,  # None: off when stderr is not a terminal
         unit="placement",
         desc=f"{type(placer).__name__} on {problem.suite}",
         dynamic_ncols=True,

@@ -6,15 +6,21 @@ A run dir holds its resolved config, so the graph, cluster and cost model are re
 exactly as the run had them (from the config's plain keys alone, through
 `eagle.problem.problem_from_config`: a run dir never names code to run) and
 re-simulating gives the summary's step time. Ops are
-coloured by their top-level module (the first `MODULE_DEPTH` parts of the module
-path: `encoder.layers`, `decoder.attention`, ...), the largest groups by time getting
-their own colour; copies are drawn on their link's row under the receiving device.
+coloured by module group (`module_groups`): a repeated block where the model has one
+(`transformer.h.3`, `encoder.layer.7`, GNMT's `decoder.cells.5`), else the first
+`MODULE_DEPTH` parts of the module path (`decoder.attention`, `mixed_5b.b1`). Up to
+`COLOURED` groups get a colour each from a qualitative palette; more (a 24-layer model)
+are coloured in model order along a colour ramp, so neighbouring layers look alike and
+the legend reads from first to last. Copies are drawn on their
+link's row under the receiving device.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +33,10 @@ from simulator import Cluster, OpGraph, placement_from_json, simulate
 from simulator.graph import IntArray
 from simulator.result import Trace
 
-MODULE_DEPTH = 2  # module path parts that name a colour group
-COLOURED = 9  # groups with a colour of their own; the rest share grey
+MODULE_DEPTH = 2  # module path parts that name a colour group, outside repeated blocks
+REPEATED = 4  # numbered children that make a container a stack of repeated blocks
+COLOURED = 10  # up to this many groups: tab10, one colour each; more: a colour ramp
+LEGEND = 24  # legend entries at most (a ramp's legend shows every k-th group)
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,27 @@ def load(path: Path) -> BestPlacement:
     )
 
 
-def module_group(module: str) -> str:
-    """The colour group of an op's module path (an op outside any module: "(step)")."""
-    parts = [p for p in module.split(".") if p]
-    return ".".join(parts[:MODULE_DEPTH]) or "(step)"
+def module_groups(modules: Sequence[str]) -> dict[str, str]:
+    """The colour group of each module path. A container with at least `REPEATED`
+    numbered children (`h.0` ... `h.11`) is a stack of repeated blocks, and each block is
+    a group of its own (`transformer.h.3.attn` -> `transformer.h.3`); other paths are
+    cut to `MODULE_DEPTH` parts; an op outside any module is in "(step)"."""
+    numbered: dict[str, set[str]] = {}
+    for module in modules:
+        parts = [p for p in module.split(".") if p]
+        for i, part in enumerate(parts):
+            if part.isdigit():
+                numbered.setdefault(".".join(parts[:i]), set()).add(part)
+    groups = {}
+    for module in modules:
+        parts = [p for p in module.split(".") if p]
+        cut = next(
+            (i + 1 for i, part in enumerate(parts)
+             if part.isdigit() and len(numbered[".".join(parts[:i])]) >= REPEATED),
+            MODULE_DEPTH,
+        )  # fmt: skip
+        groups[module] = ".".join(parts[:cut]) or "(step)"
+    return groups
 
 
 def write(best: BestPlacement, out: Path) -> list[Path]:
@@ -83,14 +108,19 @@ def gantt(best: BestPlacement, path: Path) -> None:
     from matplotlib.patches import Patch
 
     graph, cluster, trace = best.graph, best.cluster, best.trace
-    groups = [module_group(graph.module(i)) for i in range(graph.num_ops)]
-    busy: dict[str, float] = {}
+    group_of = module_groups(graph.module_vocab)
+    groups = [group_of[graph.module(i)] for i in range(graph.num_ops)]
+    busy: dict[str, float] = {}  # in order of first op: the model's order
     for i, g in enumerate(groups):
         busy[g] = busy.get(g, 0.0) + float(trace.op_end[i] - trace.op_start[i])
-    top = sorted(busy, key=lambda g: -busy[g])[:COLOURED]
-    palette = plt.get_cmap("tab10")
-    colour = {g: palette(k) for k, g in enumerate(top)}
-    grey = (0.6, 0.6, 0.6, 1.0)
+    step = math.ceil(len(busy) / LEGEND)  # legend: one group in `step`
+    if len(busy) <= COLOURED:
+        shown = sorted(busy, key=lambda g: -busy[g])
+        colour = {g: plt.get_cmap("tab10")(k) for k, g in enumerate(shown)}
+    else:
+        ramp = plt.get_cmap("turbo")
+        colour = {g: ramp(k / (len(busy) - 1)) for k, g in enumerate(busy)}
+        shown = list(busy)[::step]
 
     # rows: each device, then a row per link that carried copies into it
     rows: list[tuple[str, Any]] = []  # (ops or copies, their indices)
@@ -106,7 +136,7 @@ def gantt(best: BestPlacement, path: Path) -> None:
     for y, (kind, index) in enumerate(rows):
         if kind == "op":
             starts, ends = trace.op_start[index], trace.op_end[index]
-            colours: list[Any] = [colour.get(groups[i], grey) for i in index]
+            colours: list[Any] = [colour[groups[i]] for i in index]
         else:
             starts, ends = trace.copy_start[index], trace.copy_end[index]
             colours = ["black"] * len(index)
@@ -119,12 +149,13 @@ def gantt(best: BestPlacement, path: Path) -> None:
     ax.set_title(f"{best.name}: best placement, {best.step_time * 1e3:,.1f} ms per step "
                  "(simulated)", fontsize=10)  # fmt: skip
     ax.grid(axis="x", alpha=0.3)
-    handles = [Patch(color=colour[g], label=g) for g in top]
-    if len(busy) > len(top):
-        handles.append(Patch(color=grey, label=f"{len(busy) - len(top)} other modules"))
+    handles = [Patch(color=colour[g], label=g) for g in shown]
     handles.append(Patch(color="black", label="copies"))
+    title = "ops by module" + (", in model order" if len(busy) > COLOURED else "")
+    if step > 1:
+        title += f"\n({len(busy)}; one in {step} listed)"
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-              frameon=False, title="ops by module", title_fontsize=8)  # fmt: skip
+              frameon=False, title=title, title_fontsize=8)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -209,7 +209,9 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
                           repeats=args.repeats, statistic=args.statistic)  # fmt: skip
     rounds = args.rounds
     samples: dict[str, list[Point]] = {label: [] for label in chosen}
-    with tqdm(total=rounds, desc=f"measuring {name}/{variant}", unit="round") as bar:
+    with tqdm(
+        total=rounds, desc=f"measuring {name}/{variant}", unit="round", disable=None
+    ) as bar:  # None: no bar when stderr is not a terminal
         for _ in range(rounds):
             for point in validator.measure_many(chosen):
                 samples[point.label].append(point)

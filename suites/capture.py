@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx.traceback as fx_traceback
 from torch import Tensor, nn
@@ -40,11 +42,15 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils.flop_counter import flop_registry
+from tqdm import tqdm
 
 from simulator import GraphError, OpGraph
 from simulator.hardware.executor import OP_INDEX
 
-LossFn = Callable[[Any, Any], Tensor]
+LossFn = Callable[[Any, Any], Tensor]  # (the model's output, target) -> loss
+# The model's inputs: positional, `model(*inputs)`, or keyword, `model(**inputs)` (as
+# Hugging Face models take `input_ids=`, `labels=`).
+Inputs = Sequence[Tensor] | Mapping[str, Tensor]
 ROOT_MODULE = "model"  # ops in the top-level module's own forward code
 LOSS_MODULE = "loss"  # ops of the loss function, after the model's forward
 PLACEHOLDER_TYPES = ("param", "buffer", "optimizer_state", "input")  # data, not kernels
@@ -80,8 +86,25 @@ _PER_INPUT = {
     "native_batch_norm_backward": 12, "avg_pool2d": 1, "avg_pool2d_backward": 1,
     "max_pool2d_with_indices": 1, "max_pool2d_with_indices_backward": 1,
     "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool2d_backward": 1, "var_mean": 3,
-    "embedding_dense_backward": 1, "norm": 2, "linalg_vector_norm": 2,
+    "embedding_dense_backward": 1, "norm": 2, "linalg_vector_norm": 2, "_safe_softmax": 5,
 }  # fmt: skip
+# The fused scaled-dot-product-attention kernels (`F.scaled_dot_product_attention` picks
+# one per device and settings; the CPU one is not in torch.utils.flop_counter). Each is
+# counted as the math path it replaces, so a model's FLOPs do not depend on the kernel:
+# forward S = QK^T and O = PV, 2·s_q·s_k·(d + d_v) per batch-head, plus the softmax
+# (5 per score, as `_softmax` above); backward dV, dP, dQ, dK, twice that, plus the
+# softmax's backward (4 per score). Not counted, as a flash kernel's recomputation of S
+# is not: the math path's scaling and mask (under 1% of attention's FLOPs at d = 64).
+_SDPA_KERNELS = frozenset(
+    {
+        "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+    }
+)  # fmt: skip
+# Kernel names that do dense math (matrix products, convolutions, attention, recurrent
+# cells such as `mkldnn_rnn_layer`): compute-bound, so they need a FLOP formula.
+_COMPUTE_BOUND = re.compile(r"mm|matmul|gemm|conv(\d|_|olution)|attention|einsum|rnn|lstm|gru")
 
 
 @dataclass(frozen=True)
@@ -183,17 +206,26 @@ def _step_arguments(
     return params, buffers, states
 
 
+def _args(inputs: Inputs) -> list[Tensor] | dict[str, Tensor]:
+    """The inputs as the traced step's argument (a pytree make_fx flattens in order)."""
+    return dict(inputs) if isinstance(inputs, Mapping) else list(inputs)
+
+
 def _trace(
-    model: nn.Module, inputs: Sequence[Tensor], target: Any, loss_fn: LossFn, opt: Optimizer
+    model: nn.Module, inputs: Inputs, target: Any, loss_fn: LossFn, opt: Optimizer
 ) -> tuple[torch.fx.GraphModule, _Marks, list[str], list[str]]:
     params, buffers, states = _step_arguments(model, opt)
     marks = _Marks()
     k = opt.states_per_param
 
     def step(params: dict[str, Tensor], buffers: dict[str, Tensor], states: dict[str, Tensor],
-             inputs: Sequence[Tensor], target: Any) -> Any:  # fmt: skip
+             inputs: Inputs, target: Any) -> Any:  # fmt: skip
         with _module_spans(model, marks.module_spans):
-            out = functional_call(model, {**params, **buffers}, tuple(inputs))
+            weights = {**params, **buffers}
+            if isinstance(inputs, Mapping):
+                out = functional_call(model, weights, (), dict(inputs))
+            else:
+                out = functional_call(model, weights, tuple(inputs))
         loss = loss_fn(out, target)
         _tag_backward(loss)
         marks.backward_start = _trace_length()
@@ -215,7 +247,7 @@ def _trace(
             torch.backends.mkldnn.flags(enabled=False),
             fx_traceback.preserve_node_meta(),
         ):
-            gm = make_fx(step, tracing_mode="fake")(params, buffers, states, list(inputs), target)
+            gm = make_fx(step, tracing_mode="fake")(params, buffers, states, _args(inputs), target)
     return gm, marks, list(params), list(states)
 
 
@@ -247,13 +279,30 @@ def _is_view(node: torch.fx.Node) -> bool:
     )
 
 
+def _attention_flops(name: str, args: Sequence[Any]) -> float:
+    """FLOPs of a fused attention kernel (`_SDPA_KERNELS`): the math path's.
+
+    q, k, v are (..., s, d) with the batch and head dimensions first; they are the
+    forward's first three arguments and the backward's second to fourth (after the
+    output's gradient) in every variant.
+    """
+    backward = name.endswith("_backward")
+    q, k, v = args[1:4] if backward else args[0:3]
+    batch_heads = math.prod(q.shape[:-2])
+    scores = batch_heads * q.shape[-2] * k.shape[-2]
+    matmuls = 2 * scores * (q.shape[-1] + v.shape[-1])
+    return float(2 * matmuls + 4 * scores if backward else matmuls + 5 * scores)
+
+
 def _flops(node: torch.fx.Node, out: Any) -> float:
     packet = getattr(node.target, "overloadpacket", None)
     args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
+    name = _base_name(node)
+    if name.removesuffix("_backward") in _SDPA_KERNELS:
+        return _attention_flops(name, args)
     if packet in flop_registry:
         return float(flop_registry[packet](*args, out_val=out, **kwargs))
-    name = _base_name(node)
     if name in _PER_OUTPUT:
         return float(_PER_OUTPUT[name] * sum(t.numel() for t in _tensors(out)[:1]))
     if name in _PER_INPUT:
@@ -279,7 +328,7 @@ def _signature(node: torch.fx.Node) -> str:
 
 def trace_program(
     model: nn.Module,
-    inputs: Sequence[Tensor],
+    inputs: Inputs,
     target: Any,
     loss_fn: LossFn,
     *,
@@ -304,7 +353,7 @@ def trace_program(
         {k: v.detach() for k, v in params.items()},
         {k: v.detach() for k, v in buffers.items()},
         states,
-        list(inputs),
+        _args(inputs),
         target,
     )
     return gm, torch.utils._pytree.tree_leaves(values)
@@ -312,44 +361,70 @@ def trace_program(
 
 def capture(
     model: nn.Module,
-    inputs: Sequence[Tensor],
+    inputs: Inputs,
     target: Any,
     loss_fn: LossFn,
     *,
     optimizer: Optimizer | str = "adam",
     name: str = "model",
+    progress: bool = False,
 ) -> OpGraph:
     """Trace one training step of `model` into an `OpGraph` (nothing is computed).
 
     The passes below, in order: trace, fold views, placeholder kinds, phases,
     colocation groups, modules, then each op's FLOPs and bytes and the edges.
+    `progress` shows which stage runs (GNMT's trace takes about a minute), on a
+    terminal only.
     """
     opt = Optimizer(kind=optimizer) if isinstance(optimizer, str) else optimizer
     if opt.kind not in ("adam", "sgd"):
         raise GraphError(f"unknown optimizer {opt.kind!r}; choose 'adam' or 'sgd'")
     model.train()
-    step = _trace_step(model, inputs, target, loss_fn, opt)
-    source = _fold_views(step.nodes)
-    kinds = _placeholder_kinds(step)
-    phase = _phases(step, source)
-    groups = _colocation_groups(step, source, kinds, phase)
-    module = _modules(step, source, phase, groups)
-    ops = [
-        _kernel_op(node, phase[node], module[node], groups.of_node.get(node))
-        if node in phase
-        else _placeholder_op(node, kinds[node], groups.of_node.get(node))
-        for node in _op_nodes(step.nodes, source)
-    ]
-    doc = {
-        "format": "eagle-graph/1",
-        "name": name,
-        "meta": {"torch": torch.__version__, "optimizer": opt.kind},
-        "ops": ops,
-        "edges": [
-            {"src": s, "dst": d, "bytes": b} for (s, d), b in _edges(step.nodes, source).items()
-        ],
-    }
-    return OpGraph.from_dict(doc)
+    with tqdm(total=3, desc="tracing the step", unit="stage", leave=False,
+              disable=None if progress else True) as bar:  # fmt: skip
+        step = _trace_step(model, inputs, target, loss_fn, opt)
+        bar.set_description(f"pricing {len(step.nodes):,} traced nodes")
+        bar.update()
+        source = _fold_views(step.nodes)
+        kinds = _placeholder_kinds(step)
+        phase = _phases(step, source)
+        groups = _colocation_groups(step, source, kinds, phase)
+        module = _modules(step, source, phase, groups)
+        ops = [
+            _kernel_op(node, phase[node], module[node], groups.of_node.get(node))
+            if node in phase
+            else _placeholder_op(node, kinds[node], groups.of_node.get(node))
+            for node in _op_nodes(step.nodes, source)
+        ]
+        edges = _edges(step.nodes, source)
+        bar.set_description(f"checking {len(ops):,} ops and {len(edges):,} edges")
+        bar.update()
+        doc = {
+            "format": "eagle-graph/1",
+            "name": name,
+            "meta": {"torch": torch.__version__, "optimizer": opt.kind},
+            "ops": ops,
+            "edges": [{"src": s, "dst": d, "bytes": b} for (s, d), b in edges.items()],
+        }
+        graph = OpGraph.from_dict(doc)
+        bar.update()
+    return graph
+
+
+def missing_flop_formulas(graph: OpGraph) -> list[tuple[str, int]]:
+    """Op types that should have FLOPs but were captured with none: (type, op count).
+
+    These are kernels the cost model would price by bytes alone although their names
+    say they are compute-bound (`_COMPUTE_BOUND`): a kernel torch added or a backend
+    picked that has no formula here yet. `eagle-capture` and `eagle-graph stats` list
+    them so that the next missing one is noticed, not silent.
+    """
+    missing: dict[str, int] = {}
+    for i in np.flatnonzero((graph.flops == 0) & (graph.bytes > 0)):
+        op_type = graph.op_type(int(i))
+        if _COMPUTE_BOUND.search(op_type):
+            missing[op_type] = missing.get(op_type, 0) + 1
+    return sorted(missing.items())
 
 
 # ---- the passes ---------------------------------------------------------------------
@@ -383,7 +458,7 @@ class _Groups:
 
 
 def _trace_step(
-    model: nn.Module, inputs: Sequence[Tensor], target: Any, loss_fn: LossFn, opt: Optimizer
+    model: nn.Module, inputs: Inputs, target: Any, loss_fn: LossFn, opt: Optimizer
 ) -> _Step:
     """Trace: the step under `make_fx` with fake tensors (`_trace`), so nothing is
     computed and full-size models capture on a laptop."""

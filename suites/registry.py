@@ -4,6 +4,12 @@
 cached `.json.gz` afterwards. The cache key hashes everything the graph depends on: the
 model config, the torch version and the source of the capture code and of the model
 definition, so changing any of them recaptures.
+
+Users add their own graphs by name (`eagle-capture ... --name NAME --register`,
+`register`): the graph is kept in the cache dir's `registered/` folder, beside a Hydra
+config `registered/conf/suite/NAME.yaml` that `eagle-run suite=NAME` finds (the run
+config's search path names that folder). A registered suite has only the default
+variant, and no expert placement.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,9 +72,15 @@ def names() -> list[str]:
     return list(SUITES)
 
 
+def _unknown(name: str) -> SuiteError:
+    mine = registered()
+    also = f"; registered: {', '.join(mine)}" if mine else ""
+    return SuiteError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}{also}")
+
+
 def get(name: str, variant: str = "default") -> Suite:
     if name not in SUITES:
-        raise SuiteError(f"unknown suite {name!r}; suites: {', '.join(SUITES)}")
+        raise _unknown(name)
     if variant not in VARIANTS:
         raise SuiteError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
     return SUITES[name]
@@ -89,8 +102,51 @@ def cache_key(suite: Suite, variant: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def registered_dir() -> Path:
+    """Where registered graphs live: `registered/` in the cache dir."""
+    return cache_dir() / "registered"
+
+
+def registered_conf_dir() -> Path:
+    """The Hydra config folder of the registered suites (on eagle-run's search path)."""
+    return registered_dir() / "conf"
+
+
+def registered() -> list[str]:
+    """The names of the graphs users registered, sorted."""
+    return sorted(p.name.removesuffix(".json.gz") for p in registered_dir().glob("*.json.gz"))
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def register(graph: OpGraph, name: str) -> Path:
+    """Add `graph` to the suites as `name` (replacing an earlier registration of that
+    name), so that `eagle-run suite=NAME` and `eagle-graph stats NAME` find it."""
+    if not _NAME.fullmatch(name) or name.endswith((".json", ".gz", ".yaml")):
+        raise SuiteError(f"cannot register {name!r}: a suite name is letters, digits, "
+                         "'_', '-' and '.', starting with a letter or digit")  # fmt: skip
+    if name in SUITES:
+        raise SuiteError(f"cannot register {name!r}: a built-in suite has that name")
+    path = registered_dir() / f"{name}.json.gz"
+    graph.save(path)
+    conf = registered_conf_dir() / "suite" / f"{name}.yaml"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(
+        f"# Registered with eagle-capture --register: {path}\n"
+        f"name: {name}\nvariant: default\npath: null\n"
+    )
+    return path
+
+
 def load(name: str, variant: str = "default", *, use_cache: bool = True) -> OpGraph:
-    """The captured training-step graph of suite `name` (captured once, then cached)."""
+    """The captured training-step graph of suite `name` (captured once, then cached), or
+    the graph registered as `name`."""
+    if name not in SUITES and name in registered():
+        if variant != "default":
+            raise SuiteError(f"registered suite {name!r} has only the default variant, "
+                             f"not {variant!r}")  # fmt: skip
+        return OpGraph.load(registered_dir() / f"{name}.json.gz")
     suite = get(name, variant)
     path = cache_dir() / f"{name}-{variant}-{cache_key(suite, variant)}.json.gz"
     if use_cache and path.exists():

@@ -83,3 +83,14 @@ def test_report_writes_search_cost_and_figures(sweep, tmp_path, capsys):
         for ext in ("png", "pdf"):
             assert (out / f"{name}.{ext}").stat().st_size > 5000, name
     assert "convergence_wall.pdf" in capsys.readouterr().out
+
+
+def test_coinciding_one_shot_lines_take_turns_along_the_dashes():
+    styles = convergence.shared_dashes(
+        {"single": 100.0, "expert": 100.0, "heft": 100.2, "metis": 120.0}, tolerance=0.5
+    )
+    # single, expert and heft coincide: period 15, each draws one 5-unit dash in turn
+    assert styles["single"] == (0.0, (5.0, 10.0))  # dashes at 0-5, 15-20, ...
+    assert styles["expert"] == (10.0, (5.0, 10.0))  # starts 10 into its period: 5-10, ...
+    assert styles["heft"] == (5.0, (5.0, 10.0))  # 10-15, ...
+    assert styles["metis"] == (0.0, (5.0, 5.0))  # alone: plain dashes

@@ -11,9 +11,14 @@ from tests.test_app import cfg
 
 
 def test_module_groups_by_hand():
-    assert timeline.module_group("encoder.layers.3.attention") == "encoder.layers"
-    assert timeline.module_group("decoder") == "decoder"
-    assert timeline.module_group("") == "(step)"
+    blocks = [f"transformer.h.{k}.attn" for k in range(4)]  # four numbered: repeated
+    branches = ["mixed_5b.b1.0", "mixed_5b.b1.1", "mixed_5b.b3.0"]  # two: not repeated
+    groups = timeline.module_groups([*blocks, "transformer.h.2", *branches, "decoder", ""])
+    assert [groups[m] for m in blocks] == [f"transformer.h.{k}" for k in range(4)]
+    assert groups["transformer.h.2"] == "transformer.h.2"
+    assert [groups[m] for m in branches] == ["mixed_5b.b1", "mixed_5b.b1", "mixed_5b.b3"]
+    assert groups["decoder"] == "decoder"
+    assert groups[""] == "(step)"
 
 
 def test_best_placement_timeline_from_a_run_dir(cached_small_suites, tmp_path):

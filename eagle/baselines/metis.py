@@ -15,6 +15,10 @@ is not always faster).
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -26,6 +30,38 @@ from eagle.problem import Problem
 from simulator.graph import IntArray
 
 SCALE = 1_000_000  # integer weights METIS needs: fractions of the total, in millionths
+
+
+@contextmanager
+def _quiet_c_stdout() -> Iterator[None]:
+    """Mute what METIS's C code prints on the process's stdout while it runs.
+
+    Why: on a part it cannot split further (a k-way cut of a few very uneven units, as
+    the warm start's min-cut groups ask on small or lopsided devices), METIS prints
+    "***Cannot bisect a graph with 0 vertices!" and goes on with a valid partition; the
+    lines land in every run's log and say nothing the user can act on.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout to mute
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _part_graph(parts: int, **kwargs: Any) -> IntArray:
+    """`pymetis.part_graph`'s part of each vertex, with METIS's own printing muted."""
+    with _quiet_c_stdout():
+        _, part = pymetis.part_graph(parts, **kwargs)
+    return np.asarray(part, dtype=np.int64)
 
 
 def _integer_weights(values: npt.NDArray[Any]) -> IntArray:
@@ -128,7 +164,7 @@ def _cut(
         return np.arange(len(members), dtype=np.int64)
     index = np.full(int(members.max()) + 1, -1)
     index[members] = np.arange(len(members))
-    _, part = pymetis.part_graph(
+    return _part_graph(
         parts,
         adjacency=_csr(index[src], index[dst], len(members)),
         vweights=_integer_weights(times[members]),
@@ -136,7 +172,6 @@ def _cut(
         recursive=False,
         options=pymetis.Options(seed=seed),
     )
-    return np.asarray(part, dtype=np.int64)
 
 
 class MetisPlacer(Placer):
@@ -176,7 +211,7 @@ class MetisPlacer(Placer):
         if parts == 1:
             return np.zeros(self.problem.graph.num_ops, dtype=np.int64)
         target = self.speed[:parts] / self.speed[:parts].sum()
-        _, part = pymetis.part_graph(
+        part = _part_graph(
             parts,
             adjacency=self.adjacency,
             vweights=self.vweights,
@@ -185,7 +220,7 @@ class MetisPlacer(Placer):
             recursive=False,  # k-way, whose default tolerance ufactor=30 we document
             options=pymetis.Options(seed=seed, ufactor=self.ufactor),
         )
-        return np.asarray(part, dtype=np.int64)[self.units]
+        return part[self.units]
 
     def ask(self) -> IntArray | None:
         if self.done:

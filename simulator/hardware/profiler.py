@@ -201,8 +201,10 @@ def profile_ops(
     last = time.monotonic()
     total = sum(max(0, passes - len(rows.get(c.signature, {}).get("samples_s", []))) for c in calls)
     try:
+        # disable=None: no bar when stderr is not a terminal (a log file)
+        quiet = None if progress and total else True
         with torch.no_grad(), tqdm(total=total, desc=f"profiling {device}", unit="op",
-                                    disable=not progress or total == 0) as bar:  # fmt: skip
+                                    disable=quiet) as bar:  # fmt: skip
             for sweep in range(passes):
                 for call in calls:
                     row = rows.get(call.signature)
