@@ -2,6 +2,7 @@
 
     eagle-profile --device cpu [--suites bert,gnmt] [--variants small] [--out FILE]
     eagle-profile --device cpu --steps-only --out simulator/profiles/cpu-worker.json.gz
+    eagle-profile --device cpu --relevel     # about a minute: the profile onto this machine
 
 Measures every distinct kernel call of the suites' training steps (`simulator.hardware.
 profiler`), copies of many sizes, and, on CPU workers, whole steps of the small suites
@@ -15,6 +16,7 @@ Every failure ends with one `eagle-profile: error:` line, exit status 2.
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import sys
 from pathlib import Path
@@ -25,7 +27,9 @@ import torch
 
 import suites
 import suites.registry
-from simulator import CostModel, SimulatorError
+from simulator import Cluster, CostModel, SimulatorError
+from simulator import relevel as relevels
+from simulator.cost_model import PROFILE_DIR
 from simulator.devices import DATASHEET, Roofline
 from simulator.hardware.calibration import (
     WAKE_AFTER_S,
@@ -37,7 +41,15 @@ from simulator.hardware.calibration import (
     two_worker_cluster,
 )
 from simulator.hardware.executor import Executor, Program, handoff_latency
-from simulator.hardware.profiler import kernel_calls, machine_meta, profile_copies, profile_ops
+from simulator.hardware.fidelity import Validator, fastest_level
+from simulator.hardware.profiler import (
+    kernel_calls,
+    machine_meta,
+    profile_copies,
+    profile_ops,
+    time_call,
+)
+from simulator.placement import dealt_in_chunks
 from simulator.profile import Profile
 from suites.capture import trace_program
 
@@ -237,6 +249,108 @@ def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
     return 0
 
 
+RELEVEL_KERNELS = 12  # reference kernels per kind and suite (`_relevel`)
+RELEVEL_ROUNDS = 4  # rounds of fresh workers for the one-worker steps
+
+
+def _spread(items: list[Any], count: int) -> list[Any]:
+    """`count` items spread evenly over a sorted list (all of them if fewer)."""
+    if len(items) <= count:
+        return items
+    return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
+
+
+def _relevel(device: torch.device, names: list[str], profile_path: Path) -> relevels.Relevel:
+    """`--relevel`: map the profile at `profile_path` onto this machine (`simulator.
+    relevel`). Per small suite, `RELEVEL_KERNELS` of its kernels of each kind, spread
+    over their profiled times, are timed alone as the profiler timed them (one thread);
+    each kind's factor is the median ratio to the profile. Then one-worker steps of each
+    suite (and a hand-off after every op, as a check) are measured as `eagle-validate`
+    measures, on cpu2, and `step` makes the one-worker steps' predictions meet them."""
+    if device.type != "cpu":
+        raise CliError("--relevel re-levels the CPU workers' profile; use --device cpu")
+    prof = Profile.load(profile_path)
+    rows = {row["signature"]: row for row in prof.ops}
+    cluster = Cluster.load("cpu2")
+    if {d.type for d in cluster.devices} != {prof.device_type}:
+        raise CliError(f"{profile_path} profiles {prof.device_type!r}, not cpu2's workers")
+    ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS[:3]}
+    programs = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
+    try:
+        for name in names:
+            programs[name] = suites.program(name, "small")
+            graph, module, _ = programs[name]
+            by_kind: dict[str, list[Any]] = {k: [] for k in ratios}
+            for call in kernel_calls(module, graph):
+                row = rows.get(call.signature)
+                if row is not None:
+                    by_kind[relevels.kind(row["type"], row["median_s"])].append(call)
+            for k, calls in by_kind.items():
+                calls.sort(key=lambda c: rows[c.signature]["median_s"])
+                for call in _spread(calls, RELEVEL_KERNELS):
+                    here, _, _ = time_call(call.make(device), device, min_seconds=0.02)
+                    ratios[k].append(here / rows[call.signature]["median_s"])
+    finally:
+        torch.set_num_threads(threads)
+    missing = [k for k, v in ratios.items() if not v]
+    if missing:
+        raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
+    factors = {k: float(np.median(v)) for k, v in ratios.items()} | {"step": 1.0}
+    found = relevels.Relevel(
+        host=relevels.this_host(),
+        device_type=prof.device_type,
+        date=datetime.datetime.now().isoformat(timespec="minutes"),
+        profile=profile_path.name,
+        profile_sha=relevels.profile_sha(profile_path),
+        factors=factors,
+        checks={"kernels": {k: len(v) for k, v in ratios.items()}},
+    )
+    found.save()  # the kernels' factors, so that the cost model below applies them
+    steps: dict[str, dict[str, float]] = {}
+    for name, (graph, module, args) in programs.items():
+        model = CostModel.default(cluster, [profile_path])
+        validator = Validator(graph, Program(module, args), cluster, model, statistic="paired")
+        places = {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
+                  "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
+        times: dict[str, list[float]] = {label: [] for label in places}
+        predicted: dict[str, float] = {}
+        for _ in range(RELEVEL_ROUNDS):
+            for point in validator.measure_many(places):
+                times[point.label] += point.times
+                predicted[point.label] = point.predicted
+        steps[name] = {
+            f"{label} {what}": value
+            for label in places
+            for what, value in (("predicted", predicted[label]),
+                                ("measured", fastest_level(times[label])))
+        }  # fmt: skip
+    ratio = [s["one worker measured"] / s["one worker predicted"] for s in steps.values()]
+    factors["step"] = float(np.exp(np.mean(np.log(ratio))))
+    final = relevels.Relevel(**{**found.__dict__, "factors": factors,
+                                "checks": {**found.checks, "steps": steps}})  # fmt: skip
+    final.save()
+    return final
+
+
+def _relevel_lines(found: relevels.Relevel) -> str:
+    f = found.factors
+    lines = [
+        f"{found.path()}: {found.profile} {found.describe()}; times here / profiled: "
+        f"compute kernels x{f['compute']:.2f}, memory-bound x{f['memory']:.2f}, small "
+        f"(< {relevels.SMALL_S * 1e6:.0f} us) x{f['small']:.2f}, then steps x{f['step']:.2f}",
+    ]
+    for name, s in found.checks["steps"].items():
+        lines.append(
+            f"  {name}: one worker {s['one worker measured'] * 1e3:.1f} ms measured; a "
+            f"hand-off after every op {s['hand-off after every op measured'] * 1e3:.1f} ms "
+            f"measured, {s['hand-off after every op predicted'] * 1e3 * f['step']:.1f} ms "
+            "predicted re-levelled"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="eagle-profile",
@@ -257,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         "complete profile at --out (8-20 minutes for the three small suites here; the rest "
         "is kept)",
     )
+    p.add_argument(
+        "--relevel",
+        action="store_true",
+        help="map the shipped profile (or --out) onto this machine in about a minute: a "
+        "few factors, stored per host, that the cost model applies (simulator/relevel.py)",
+    )
     args = p.parse_args(argv)
     try:
         device = _profile_device(args.device)
@@ -271,6 +391,11 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or Path(f"{device_type}.json.gz")
         if not out.parent.is_dir():
             raise CliError(f"--out {out}: directory {out.parent} does not exist")
+        if args.relevel:
+            path = args.out or PROFILE_DIR / f"{device_type}.json.gz"
+            found = _relevel(device, names, path)
+            print(_relevel_lines(found))
+            return 0
         if args.steps_only:
             return _remeasure_steps(device, names, out)
         prof = profile(device, device_type, names, variants, out, not args.no_progress)

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from simulator import relevel as relevels
 from simulator.cluster import Cluster
 from simulator.devices import DATASHEET, OP_CLASSES, Roofline, op_class
 from simulator.errors import CostModelError
@@ -68,30 +69,59 @@ class CostModel:
         self.sources = dict(sources or {})  # device type -> which profile measured it
 
     @classmethod
-    def default(cls, cluster: Cluster, profiles: Iterable[Path] | None = None) -> CostModel:
+    def default(
+        cls, cluster: Cluster, profiles: Iterable[Path] | None = None, *, relevel: bool = True
+    ) -> CostModel:
         """Measured profiles where they exist, else datasheet rooflines.
 
         `profiles` defaults to the shipped ones (`simulator/profiles/*.json.gz`); a profile
         whose device type the cluster uses gives its measured kernel times and replaces
         the type's roofline by the one fitted to them. Other types keep the cluster
         file's `device_types:` entry or the datasheet table (`simulator.devices`).
+        With `relevel` (the default), a re-level of a profile measured on this host
+        (`eagle-profile --relevel`, `simulator.relevel`) scales its times to this
+        machine: kernels by kind, the roofline, the per-op overhead and the hand-off
+        latency of links between devices of the type.
         """
         rooflines = {**DATASHEET, **cluster.device_types}
         measured: dict[str, dict[str, float]] = {}
         overhead: dict[str, float] = {}
         sources: dict[str, str] = {}
+        latency = cluster.latency
         used = {d.type for d in cluster.devices}
         paths = sorted(PROFILE_DIR.glob("*.json*")) if profiles is None else list(profiles)
         for path in paths:
             profile = _load_profile(Path(path))
-            if profile.device_type in used:
-                measured[profile.device_type] = profile.measured()
-                rooflines[profile.device_type] = Roofline(**profile.fit["roofline"])
-                overhead[profile.device_type] = float(profile.fit.get("op_overhead", 0.0))
-                sources[profile.device_type] = (
-                    f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
+            if profile.device_type not in used:
+                continue
+            t = profile.device_type
+            measured[t] = profile.measured()
+            rooflines[t] = Roofline(**profile.fit["roofline"])
+            overhead[t] = float(profile.fit.get("op_overhead", 0.0))
+            sources[t] = (
+                f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
+            )
+            found = relevels.for_profile(t, Path(path)) if relevel else None
+            if found is not None:
+                measured[t] = {
+                    row["signature"]: measured[t][row["signature"]]
+                    * found.factor(row["type"], row["median_s"])
+                    for row in profile.ops
+                }
+                f, roof = found.factors, rooflines[t]
+                rooflines[t] = replace(
+                    roof,
+                    peak_flops=roof.peak_flops / (f["compute"] * f["step"]),
+                    mem_bandwidth=roof.mem_bandwidth / (f["memory"] * f["step"]),
+                    launch_overhead=roof.launch_overhead * found.overhead,
                 )
-        return cls(cluster, rooflines, measured, overhead, sources)
+                overhead[t] *= found.overhead
+                of_type = np.array([d.type == t for d in cluster.devices])
+                latency = np.where(np.outer(of_type, of_type), latency * found.overhead, latency)
+                sources[t] += f", {found.describe()}"
+        model = cls(cluster, rooflines, measured, overhead, sources)
+        model.link_latency = latency
+        return model
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""

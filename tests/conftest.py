@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,11 @@ import pytest
 
 from eagle.problem import Problem
 from simulator import Cluster, CostModel, OpGraph
+
+# Re-levels of this host (`eagle-profile --relevel`) live in the user's cache and would
+# change the cpu2 cost model under the tests: the tests (and the processes they start)
+# look in an empty folder of their own.
+os.environ["EAGLE_RELEVEL_DIR"] = tempfile.mkdtemp(prefix="eagle-relevel-tests-")
 
 # A "unit" device runs every op in exactly its `time` override; links move 1 byte/s after
 # a 1 s latency, so a copy of b bytes takes 1 + b seconds. Hand-computed schedules below

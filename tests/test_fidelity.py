@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simulator import Cluster, CostModel, simulate
@@ -29,7 +32,7 @@ def test_kendall_and_spearman_by_hand():
     assert kendall_tau(x, y) == pytest.approx(0.4)
     # rank differences -2, 1, 1, -1, 1: 1 - 6 * 8 / (5 * 24)
     assert spearman_rho(x, y) == pytest.approx(0.6)
-    assert kendall_tau(x, x) == 1 and kendall_tau(x, x[::-1]) == -1
+    assert kendall_tau(x, x) == pytest.approx(1) and kendall_tau(x, x[::-1]) == pytest.approx(-1)
     # a tie in x: tau-b = 2 / sqrt((3 - 1) * 3)
     assert kendall_tau([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(6))
     assert spearman_rho([1, 1, 2], [1, 2, 3]) == pytest.approx(
@@ -43,7 +46,7 @@ def test_fidelity_numbers(tmp_path):
     stats = fidelity(points)
     assert stats["n"] == 4
     assert stats["median_ape"] == pytest.approx(np.median([0.1, 0.1, 0.0, 0.15]))
-    assert stats["kendall_tau"] == 1 and stats["spearman_rho"] == pytest.approx(1)
+    assert stats["kendall_tau"] == pytest.approx(1) and stats["spearman_rho"] == pytest.approx(1)
     scatter(points, tmp_path / "s.png", "test")
     assert (tmp_path / "s.png").stat().st_size > 1000
 
@@ -134,3 +137,33 @@ def test_pooled_runs_by_hand():
     # run 2's tau-b: 2 concordant pairs, 1 tied in the measurement: 2 / sqrt(3 x 2)
     assert pooled.mean_tau == pytest.approx((1 + 2 / np.sqrt(6)) / 2)
     assert pooled.pooled_tau == 1.0
+
+
+@pytest.mark.parametrize("suite", ["bert", "gnmt", "inception_v3"])
+def test_committed_reports_rank_statistics_are_unchanged(suite):
+    """scipy's tau-b and rho on the committed reports' points give their stated numbers."""
+    folder = Path(__file__).parents[1] / "results" / "fidelity" / suite
+    points = pd.read_csv(folder / "points.csv")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert kendall_tau(points.predicted, points.measured) == pytest.approx(
+        summary["kendall_tau"], abs=1e-12
+    )
+    assert spearman_rho(points.predicted, points.measured) == pytest.approx(
+        summary["spearman_rho"], abs=1e-12
+    )
+
+
+def test_bootstrap_draws_whole_blocks_of_rounds():
+    """16 rounds: blocks of 4 consecutive ones; each draw is made of whole blocks."""
+    drawn: list[list[float]] = []
+
+    def record(times):
+        drawn.append(sorted(times[0]))
+        return [1.0 + 0.01 * len(drawn), 2.0]
+
+    rounds = [[[float(k)] for k in range(16)], [[2.0]] * 16]
+    bootstrap_rounds(rounds, [1.0, 2.0], record, draws=30, seed=2)
+    for picked in drawn:
+        blocks = [int(k) // 4 for k in picked]
+        assert len(picked) == 16
+        assert all(blocks.count(b) % 4 == 0 for b in set(blocks))  # whole blocks only

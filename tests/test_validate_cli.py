@@ -66,6 +66,9 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert summary["n"] == 8 and summary["cluster"] == "cpu2" and summary["losses_agree"]
     assert summary["command"] == " ".join(["eagle-validate", *args])  # to re-run it
     assert summary["round_spread"] >= 0
+    # no re-level in the tests' own folder: the profile as measured, twice
+    assert summary["relevelled"] is False
+    assert summary["median_ape_raw"] == pytest.approx(summary["median_ape"])
     assert set(summary["same_as"]) == {"single:cpu1", "chunks:431"}
     points = pd.read_csv(out / "points.csv")
     assert len(points) == 8 and points.label.iloc[0] == "single:cpu0"

@@ -36,6 +36,7 @@ Which statistic of the repeated step times is "the measured time" (`statistic`):
 from __future__ import annotations
 
 import statistics
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
@@ -192,6 +194,11 @@ class Uncertainty:
     median_ape: tuple[float, float]
 
 
+# Rounds per resampled block (`bootstrap_rounds`): a machine's speed holds for minutes, so
+# neighbouring rounds are alike; 4 rounds are the `LEVEL_TURNS` stretch of the level.
+BLOCK_ROUNDS = 4
+
+
 def bootstrap_rounds(
     rounds: Sequence[Sequence[Sequence[float]]],
     predicted: Sequence[float],
@@ -201,29 +208,40 @@ def bootstrap_rounds(
 ) -> Uncertainty:
     """How far the measured times, tau and APE could move with other rounds.
 
-    `rounds[placement][round]` holds that round's step times. Each draw takes as many
-    rounds as there are, with replacement, the same ones for every placement (a round is
-    one stretch of the machine's time for all of them), and recomputes the measured
-    times (`summarise`) and the fidelity numbers. On a noisy machine this says whether
-    a tau below target is the model or the measurement: pairs of placements whose
-    intervals overlap cannot be ordered by this measurement.
+    `rounds[placement][round]` holds that round's step times. Each draw takes the rounds
+    in blocks of `BLOCK_ROUNDS` consecutive ones (fewer when there are under four blocks'
+    worth), as many blocks as there are, with replacement, the same ones for every
+    placement (a round is one stretch of the machine's time for all of them), and
+    recomputes the measured times (`summarise`) and the fidelity numbers; 90% percentile
+    intervals (`scipy.stats.bootstrap`). Whole blocks, not single rounds: the machine's
+    speed drifts over minutes, so single rounds resampled as if independent understate
+    how far another stretch of minutes could move the numbers. On a noisy machine this
+    says whether a tau below target is the model or the measurement: pairs of
+    placements whose intervals overlap cannot be ordered by this measurement.
     """
-    rng = np.random.default_rng(seed)
     n_rounds = min(len(r) for r in rounds)
+    size = max(1, min(BLOCK_ROUNDS, n_rounds // 4))
+    blocks = [list(range(start, min(start + size, n_rounds))) for start in range(0, n_rounds, size)]
     pred = np.asarray(predicted, dtype=float)
-    measured, taus, apes = [], [], []
-    for _ in range(draws):
-        pick = rng.integers(n_rounds, size=n_rounds)
-        m = np.array(summarise([[t for k in pick for t in r[k]] for r in rounds]))
-        measured.append(m)
-        taus.append(kendall_tau(pred, m))
-        apes.append(float(np.median(_ape(pred, m))))
-    lo, hi = np.quantile(np.array(measured), [0.05, 0.95], axis=0)
+
+    def numbers(picked: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        chosen = [k for b in picked for k in blocks[int(b)]]
+        m = np.array(summarise([[t for k in chosen for t in r[k]] for r in rounds]))
+        return np.array([kendall_tau(pred, m), float(np.median(_ape(pred, m))), *m])
+
+    with warnings.catch_warnings():  # steady rounds: every draw alike, a point interval
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        result = stats.bootstrap(
+            (np.arange(len(blocks)),), numbers, vectorized=False, n_resamples=draws,
+            method="percentile", rng=np.random.default_rng(seed),
+        )  # fmt: skip
+    # percentiles of the draws, skipping a draw whose tau is undefined (all times tied)
+    lo, hi = np.nanquantile(result.bootstrap_distribution, [0.05, 0.95], axis=1)
     return Uncertainty(
-        measured_lo=tuple(float(x) for x in lo),
-        measured_hi=tuple(float(x) for x in hi),
-        kendall_tau=(float(np.nanquantile(taus, 0.05)), float(np.nanquantile(taus, 0.95))),
-        median_ape=(float(np.quantile(apes, 0.05)), float(np.quantile(apes, 0.95))),
+        measured_lo=tuple(float(x) for x in lo[2:]),
+        measured_hi=tuple(float(x) for x in hi[2:]),
+        kendall_tau=(float(lo[0]), float(hi[0])),
+        median_ape=(float(lo[1]), float(hi[1])),
     )
 
 
@@ -233,37 +251,22 @@ def _ape(predicted: Any, measured: Any) -> Any:
 
 
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
-    """Kendall's tau-b (ties counted as in the tau-b formula); nan for fewer than 2 points."""
+    """Kendall's tau-b (`scipy.stats.kendalltau`); nan for fewer than 2 points or a
+    constant side."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    i, j = np.triu_indices(len(a), k=1)
-    da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
-    n0 = len(i)
-    ties_a, ties_b = int((da == 0).sum()), int((db == 0).sum())
-    denominator = np.sqrt(float(n0 - ties_a) * float(n0 - ties_b))
-    return float((da * db).sum() / denominator) if denominator > 0 else float("nan")
-
-
-def _ranks(v: Any) -> Any:
-    """Average ranks (ties share the mean of their positions), 1-based."""
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(len(v))
-    sorted_v = v[order]
-    k = 0
-    while k < len(v):
-        m = k
-        while m + 1 < len(v) and sorted_v[m + 1] == sorted_v[k]:
-            m += 1
-        ranks[order[k : m + 1]] = (k + m) / 2 + 1
-        k = m + 1
-    return ranks
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: nan is the answer
+        return float(stats.kendalltau(a, b).statistic)
 
 
 def spearman_rho(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
-    """Spearman's rho: the correlation of the ranks."""
-    a, b = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
-    if len(a) < 2 or a.std() == 0 or b.std() == 0:
+    """Spearman's rho, the correlation of the average ranks (`scipy.stats.spearmanr`)."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(a) < 2:
         return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: nan is the answer
+        return float(stats.spearmanr(a, b).statistic)
 
 
 def fidelity(points: list[Point]) -> dict[str, float]:

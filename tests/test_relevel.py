@@ -1,0 +1,112 @@
+"""Re-levelling a profile to this machine (simulator/relevel.py): how the cost model
+applies the factors, by hand, and when it does not."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simulator import Cluster, CostModel, CostModelError, OpGraph
+from simulator import relevel as relevels
+from simulator.profile import Profile
+
+ROOF = {"peak_flops": 1e12, "mem_bandwidth": 1e11, "launch_overhead": 4e-6}
+# three profiled kernels, one of each kind: a 1 ms matmul (compute), a 100 us add
+# (memory), a 5 us add (small); in-step times 10 us above each
+OPS = [
+    ("mm", "aten.mm.default", 1e-3),
+    ("big_add", "aten.add.Tensor", 100e-6),
+    ("tiny_add", "aten.add.Tensor", 5e-6),
+]
+FACTORS = {"compute": 0.5, "memory": 0.8, "small": 2.0, "step": 0.9}
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_RELEVEL_DIR", str(tmp_path / "relevel"))
+    profile = Profile(
+        device_type="npu",
+        meta={"device": "test", "date": "2026-12-01"},
+        ops=[{"signature": s, "type": t, "median_s": m, "in_step_s": m + 10e-6} for s, t, m in OPS],
+        fit={"roofline": ROOF, "op_overhead": 10e-6},
+        complete=True,
+    )
+    path = tmp_path / "npu.json"
+    profile.save(path)
+    cluster = Cluster.from_dict({
+        "name": "two-npus",
+        "devices": [{"name": f"n{i}", "type": "npu", "memory": 1e9} for i in (0, 1)],
+        "links": {"default": {"bandwidth": 1e9, "latency": 3e-6}},
+    })  # fmt: skip
+    ops = [{"name": s, "type": t, "flops": 1.0, "bytes": 1.0, "output_bytes": 1, "signature": s}
+           for s, t, _ in OPS]  # fmt: skip
+    ops.append({"name": "other", "type": "aten.mul.Tensor", "flops": 2e6, "bytes": 1e6,
+                "output_bytes": 1})  # fmt: skip
+    graph = OpGraph.from_dict({"format": "eagle-graph/1", "name": "g", "ops": ops, "edges": []})
+    return path, cluster, graph
+
+
+def _save(path, sha=None, host=None) -> relevels.Relevel:
+    found = relevels.Relevel(
+        host=host or relevels.this_host(), device_type="npu", date="2026-12-03T18:00",
+        profile=path.name, profile_sha=sha or relevels.profile_sha(path), factors=FACTORS,
+    )  # fmt: skip
+    found.save()
+    return found
+
+
+def test_kinds_by_hand():
+    assert relevels.kind("aten.mm.default", 1e-3) == "compute"
+    assert relevels.kind("aten.convolution.default", 1e-4) == "compute"
+    assert relevels.kind("aten.add.Tensor", 1e-4) == "memory"
+    assert relevels.kind("aten.mm.default", 5e-6) == "small"  # launch-bound, whatever it is
+
+
+def test_the_cost_model_applies_the_factors_by_hand(setup):
+    path, cluster, graph = setup
+    raw = CostModel.default(cluster, [path])
+    _save(path)
+    model = CostModel.default(cluster, [path])
+    step = FACTORS["step"]
+    # in-step times (profile + 10 us) times the kind's factor (by the isolated time) x step
+    expected = [(1e-3 + 10e-6) * 0.5 * step, (100e-6 + 10e-6) * 0.8 * step,
+                (5e-6 + 10e-6) * 2.0 * step]  # fmt: skip
+    assert model.op_times(graph)[:3, 0] == pytest.approx(expected)
+    assert raw.op_times(graph)[:3, 0] == pytest.approx([1.01e-3, 110e-6, 15e-6])
+    # the roofline: 2e6 FLOPs, 1e6 bytes, both slower by their factors; launch and the
+    # executor's overhead by small x step
+    roof = model.rooflines["npu"]
+    assert roof.peak_flops == pytest.approx(1e12 / (0.5 * step))
+    assert roof.mem_bandwidth == pytest.approx(1e11 / (0.8 * step))
+    assert roof.launch_overhead == pytest.approx(4e-6 * 2.0 * step)
+    assert model.op_overhead["npu"] == pytest.approx(10e-6 * 2.0 * step)
+    # hand-offs between the re-levelled workers
+    assert model.link_latency[0, 1] == pytest.approx(3e-6 * 2.0 * step)
+    assert raw.link_latency[0, 1] == pytest.approx(3e-6)
+    assert "re-levelled on" in model.provenance()["npu"]
+    assert "re-levelled" not in raw.provenance()["npu"]
+    # asked not to: the profile as measured
+    unscaled = CostModel.default(cluster, [path], relevel=False)
+    assert np.array_equal(unscaled.op_times(graph), raw.op_times(graph))
+
+
+def test_a_relevel_of_another_profile_does_not_apply(setup):
+    path, cluster, graph = setup
+    _save(path, sha="0" * 16)
+    model = CostModel.default(cluster, [path])
+    assert "re-levelled" not in model.provenance()["npu"]
+    assert model.op_times(graph)[0, 0] == pytest.approx(1.01e-3)
+
+
+def test_stored_and_read_back_and_bad_files_refused(setup):
+    path, _, _ = setup
+    saved = _save(path)
+    assert relevels.load(saved.path()) == saved
+    assert relevels.for_profile("npu", path) == saved
+    saved.path().write_text(json.dumps({"format": "eagle-relevel/1", "host": "h"}))
+    with pytest.raises(CostModelError, match="missing or bad field"):
+        relevels.load(saved.path())
+    with pytest.raises(CostModelError, match=r"factors \['step'\] missing"):
+        relevels.Relevel("h", "npu", "d", "p", "s", {k: 1.0 for k in relevels.FACTORS[:3]})
