@@ -19,6 +19,7 @@ import argparse
 import datetime
 import gc
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from simulator.hardware.calibration import (
     two_worker_cluster,
 )
 from simulator.hardware.executor import Executor, Program, handoff_latency
-from simulator.hardware.fidelity import Validator, fastest_level
+from simulator.hardware.fidelity import Validator, fastest_level, predict
 from simulator.hardware.profiler import (
     kernel_calls,
     machine_meta,
@@ -250,7 +251,9 @@ def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
 
 
 RELEVEL_KERNELS = 12  # reference kernels per kind and suite (`_relevel`)
-RELEVEL_ROUNDS = 4  # rounds of fresh workers for the one-worker steps
+# Rounds of fresh workers for the steps: with 4, GNMT-small's one-worker step came out
+# 9% slower than in the validation minutes later (the machine's speed drifts).
+RELEVEL_ROUNDS = 8
 
 
 def _spread(items: list[Any], count: int) -> list[Any]:
@@ -263,10 +266,11 @@ def _spread(items: list[Any], count: int) -> list[Any]:
 def _relevel(device: torch.device, names: list[str], profile_path: Path) -> relevels.Relevel:
     """`--relevel`: map the profile at `profile_path` onto this machine (`simulator.
     relevel`). Per small suite, `RELEVEL_KERNELS` of its kernels of each kind, spread
-    over their profiled times, are timed alone as the profiler timed them (one thread);
-    each kind's factor is the median ratio to the profile. Then one-worker steps of each
-    suite (and a hand-off after every op, as a check) are measured as `eagle-validate`
-    measures, on cpu2, and `step` makes the one-worker steps' predictions meet them."""
+    over their profiled times, are timed alone as the profiler timed them (one thread):
+    each kind's median ratio to the profile is the fit's prior. Then the suite's
+    one-worker step (and a hand-off after every op, as a check) is measured on cpu2 as
+    `eagle-validate` measures, and the factors are fitted to the one-worker steps
+    (`relevels.fit_factors`)."""
     if device.type != "cpu":
         raise CliError("--relevel re-levels the CPU workers' profile; use --device cpu")
     prof = Profile.load(profile_path)
@@ -274,7 +278,9 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     cluster = Cluster.load("cpu2")
     if {d.type for d in cluster.devices} != {prof.device_type}:
         raise CliError(f"{profile_path} profiles {prof.device_type!r}, not cpu2's workers")
-    ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS[:3]}
+    raw = CostModel.default(cluster, [profile_path], relevel=False)
+    ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS}
+    parts: list[dict[str, float]] = []  # per suite: its one-worker step's seconds by kind
     programs = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
@@ -282,6 +288,12 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
         for name in names:
             programs[name] = suites.program(name, "small")
             graph, module, _ = programs[name]
+            times = raw.op_times(graph)[:, 0]
+            kinds = [
+                relevels.kind(graph.op_type(i), rows[sig]["median_s"] if sig in rows else t)
+                for i, (sig, t) in enumerate(zip(graph.signatures, times, strict=True))
+            ]
+            parts.append({k: float(times[[x == k for x in kinds]].sum()) for k in ratios})
             by_kind: dict[str, list[Any]] = {k: [] for k in ratios}
             for call in kernel_calls(module, graph):
                 row = rows.get(call.signature)
@@ -297,7 +309,19 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     missing = [k for k, v in ratios.items() if not v]
     if missing:
         raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
-    factors = {k: float(np.median(v)) for k, v in ratios.items()} | {"step": 1.0}
+    measured: dict[str, dict[str, float]] = {}
+    places: dict[str, dict[str, Any]] = {}
+    for name, (graph, module, args) in programs.items():
+        validator = Validator(graph, Program(module, args), cluster, raw, statistic="paired")
+        places[name] = {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
+                        "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
+        steps: dict[str, list[float]] = {label: [] for label in places[name]}
+        for _ in range(RELEVEL_ROUNDS):
+            for point in validator.measure_many(places[name]):
+                steps[point.label] += point.times
+        measured[name] = {label: fastest_level(t) for label, t in steps.items()}
+    kernels = {k: float(np.median(v)) for k, v in ratios.items()}
+    factors = relevels.fit_factors(kernels, parts, [m["one worker"] for m in measured.values()])
     found = relevels.Relevel(
         host=relevels.this_host(),
         device_type=prof.device_type,
@@ -305,48 +329,35 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
         profile=profile_path.name,
         profile_sha=relevels.profile_sha(profile_path),
         factors=factors,
-        checks={"kernels": {k: len(v) for k, v in ratios.items()}},
+        checks={"kernel_ratios": kernels, "kernels": {k: len(v) for k, v in ratios.items()}},
     )
-    found.save()  # the kernels' factors, so that the cost model below applies them
-    steps: dict[str, dict[str, float]] = {}
-    for name, (graph, module, args) in programs.items():
-        model = CostModel.default(cluster, [profile_path])
-        validator = Validator(graph, Program(module, args), cluster, model, statistic="paired")
-        places = {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
-                  "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
-        times: dict[str, list[float]] = {label: [] for label in places}
-        predicted: dict[str, float] = {}
-        for _ in range(RELEVEL_ROUNDS):
-            for point in validator.measure_many(places):
-                times[point.label] += point.times
-                predicted[point.label] = point.predicted
-        steps[name] = {
-            f"{label} {what}": value
-            for label in places
-            for what, value in (("predicted", predicted[label]),
-                                ("measured", fastest_level(times[label])))
-        }  # fmt: skip
-    ratio = [s["one worker measured"] / s["one worker predicted"] for s in steps.values()]
-    factors["step"] = float(np.exp(np.mean(np.log(ratio))))
-    final = relevels.Relevel(**{**found.__dict__, "factors": factors,
-                                "checks": {**found.checks, "steps": steps}})  # fmt: skip
-    final.save()
-    return final
+    found.save()
+    model = CostModel.default(cluster, [profile_path])  # with the factors just saved
+    checks: dict[str, dict[str, float]] = {}
+    for name, (graph, _, _) in programs.items():
+        checks[name] = {}
+        for label, placement in places[name].items():
+            checks[name][f"{label} measured"] = measured[name][label]
+            checks[name][f"{label} predicted"] = predict(graph, placement, cluster, model)
+    found = replace(found, checks={**found.checks, "steps": checks})
+    found.save()
+    return found
 
 
 def _relevel_lines(found: relevels.Relevel) -> str:
-    f = found.factors
+    f, k = found.factors, found.checks["kernel_ratios"]
     lines = [
-        f"{found.path()}: {found.profile} {found.describe()}; times here / profiled: "
-        f"compute kernels x{f['compute']:.2f}, memory-bound x{f['memory']:.2f}, small "
-        f"(< {relevels.SMALL_S * 1e6:.0f} us) x{f['small']:.2f}, then steps x{f['step']:.2f}",
+        f"{found.path()}: {found.profile} {found.describe()}; in-step op times x"
+        f"{f['compute']:.2f} compute-bound, x{f['memory']:.2f} memory-bound, x{f['small']:.2f} "
+        f"small (< {relevels.SMALL_S * 1e6:.0f} us alone; also overheads and hand-offs); "
+        f"kernels alone: x{k['compute']:.2f}, x{k['memory']:.2f}, x{k['small']:.2f}",
     ]
     for name, s in found.checks["steps"].items():
         lines.append(
-            f"  {name}: one worker {s['one worker measured'] * 1e3:.1f} ms measured; a "
-            f"hand-off after every op {s['hand-off after every op measured'] * 1e3:.1f} ms "
-            f"measured, {s['hand-off after every op predicted'] * 1e3 * f['step']:.1f} ms "
-            "predicted re-levelled"
+            f"  {name}: one worker {s['one worker measured'] * 1e3:.1f} ms measured, "
+            f"{s['one worker predicted'] * 1e3:.1f} predicted; a hand-off after every op "
+            f"{s['hand-off after every op measured'] * 1e3:.1f} measured, "
+            f"{s['hand-off after every op predicted'] * 1e3:.1f} predicted"
         )
     return "\n".join(lines)
 

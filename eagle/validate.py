@@ -287,7 +287,10 @@ def pool(args: argparse.Namespace) -> PooledReports:
     """Re-predict the reports in `args.pool`'s folders and pool them (module docstring)."""
     problem = _problem(args)
     name, variant = problem.suite, args.variant
-    graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
+    graph, cluster = problem.graph, problem.cluster
+    # the committed history was measured where the profile was: this host's re-level,
+    # if any, would re-rank its placements by another machine's kinds of op
+    cost_model = CostModel.default(cluster, relevel=False)
     runs: list[tuple[str, dict[tuple[str, bytes], float]]] = []
     for summary_path in sorted(Path(args.pool).glob("*/summary.json")):
         folder = summary_path.parent

@@ -111,8 +111,8 @@ class CostModel:
                 f, roof = found.factors, rooflines[t]
                 rooflines[t] = replace(
                     roof,
-                    peak_flops=roof.peak_flops / (f["compute"] * f["step"]),
-                    mem_bandwidth=roof.mem_bandwidth / (f["memory"] * f["step"]),
+                    peak_flops=roof.peak_flops / f["compute"],
+                    mem_bandwidth=roof.mem_bandwidth / f["memory"],
                     launch_overhead=roof.launch_overhead * found.overhead,
                 )
                 overhead[t] *= found.overhead

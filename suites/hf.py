@@ -99,6 +99,8 @@ def _task(spec: HFModel, config: Any, mappings: dict[str, Any]) -> str:
 
 
 def _config(spec: HFModel, transformers: Any) -> Any:
+    """The model type's config with the overrides, each key checked against the type's
+    own (a misspelt key would otherwise be kept silently and change nothing)."""
     types = sorted(transformers.CONFIG_MAPPING.keys())
     if spec.model_type not in types:
         near = difflib.get_close_matches(spec.model_type, types, n=3)

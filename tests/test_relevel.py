@@ -20,7 +20,7 @@ OPS = [
     ("big_add", "aten.add.Tensor", 100e-6),
     ("tiny_add", "aten.add.Tensor", 5e-6),
 ]
-FACTORS = {"compute": 0.5, "memory": 0.8, "small": 2.0, "step": 0.9}
+FACTORS = {"compute": 0.5, "memory": 0.8, "small": 2.0}
 
 
 @pytest.fixture
@@ -69,27 +69,42 @@ def test_the_cost_model_applies_the_factors_by_hand(setup):
     raw = CostModel.default(cluster, [path])
     _save(path)
     model = CostModel.default(cluster, [path])
-    step = FACTORS["step"]
-    # in-step times (profile + 10 us) times the kind's factor (by the isolated time) x step
-    expected = [(1e-3 + 10e-6) * 0.5 * step, (100e-6 + 10e-6) * 0.8 * step,
-                (5e-6 + 10e-6) * 2.0 * step]  # fmt: skip
+    # in-step times (profile + 10 us) times the factor of the kind (by the isolated time)
+    expected = [(1e-3 + 10e-6) * 0.5, (100e-6 + 10e-6) * 0.8, (5e-6 + 10e-6) * 2.0]
     assert model.op_times(graph)[:3, 0] == pytest.approx(expected)
     assert raw.op_times(graph)[:3, 0] == pytest.approx([1.01e-3, 110e-6, 15e-6])
-    # the roofline: 2e6 FLOPs, 1e6 bytes, both slower by their factors; launch and the
-    # executor's overhead by small x step
+    # the roofline: FLOPs and bytes slower by their factors; launch and the executor's
+    # overhead by the small ops' factor
     roof = model.rooflines["npu"]
-    assert roof.peak_flops == pytest.approx(1e12 / (0.5 * step))
-    assert roof.mem_bandwidth == pytest.approx(1e11 / (0.8 * step))
-    assert roof.launch_overhead == pytest.approx(4e-6 * 2.0 * step)
-    assert model.op_overhead["npu"] == pytest.approx(10e-6 * 2.0 * step)
+    assert roof.peak_flops == pytest.approx(1e12 / 0.5)
+    assert roof.mem_bandwidth == pytest.approx(1e11 / 0.8)
+    assert roof.launch_overhead == pytest.approx(4e-6 * 2.0)
+    assert model.op_overhead["npu"] == pytest.approx(10e-6 * 2.0)
     # hand-offs between the re-levelled workers
-    assert model.link_latency[0, 1] == pytest.approx(3e-6 * 2.0 * step)
+    assert model.link_latency[0, 1] == pytest.approx(3e-6 * 2.0)
     assert raw.link_latency[0, 1] == pytest.approx(3e-6)
     assert "re-levelled on" in model.provenance()["npu"]
     assert "re-levelled" not in raw.provenance()["npu"]
     # asked not to: the profile as measured
     unscaled = CostModel.default(cluster, [path], relevel=False)
     assert np.array_equal(unscaled.op_times(graph), raw.op_times(graph))
+
+
+def test_the_fit_recovers_known_factors_from_three_steps():
+    truth = {"compute": 0.6, "memory": 0.7, "small": 0.4}
+    parts = [{"compute": 0.08, "memory": 0.05, "small": 0.07},  # an Inception-like step
+             {"compute": 0.0, "memory": 0.002, "small": 0.035},  # GNMT-like: small ops
+             {"compute": 0.003, "memory": 0.009, "small": 0.011}]  # fmt: skip
+    measured = [sum(truth[k] * p[k] for k in truth) for p in parts]
+    # no pull toward the kernels: three steps, three factors, solved exactly
+    fitted = relevels.fit_factors({k: 1.0 for k in truth}, parts, measured, prior_weight=0.0)
+    assert fitted == pytest.approx(truth, rel=1e-6)
+    # a kind no step contains keeps its kernels' ratio
+    only_small = [{"small": 0.02}, {"small": 0.03}]
+    fitted = relevels.fit_factors({"compute": 0.6, "memory": 0.7, "small": 1.0}, only_small,
+                                  [0.01, 0.015])  # fmt: skip
+    assert fitted["compute"] == pytest.approx(0.6) and fitted["memory"] == pytest.approx(0.7)
+    assert fitted["small"] == pytest.approx(0.5, rel=0.05)  # the steps, nearly
 
 
 def test_a_relevel_of_another_profile_does_not_apply(setup):
@@ -108,5 +123,5 @@ def test_stored_and_read_back_and_bad_files_refused(setup):
     saved.path().write_text(json.dumps({"format": "eagle-relevel/1", "host": "h"}))
     with pytest.raises(CostModelError, match="missing or bad field"):
         relevels.load(saved.path())
-    with pytest.raises(CostModelError, match=r"factors \['step'\] missing"):
-        relevels.Relevel("h", "npu", "d", "p", "s", {k: 1.0 for k in relevels.FACTORS[:3]})
+    with pytest.raises(CostModelError, match=r"factors \['small'\] missing"):
+        relevels.Relevel("h", "npu", "d", "p", "s", {"compute": 1.0, "memory": 1.0})
