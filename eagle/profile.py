@@ -53,16 +53,11 @@ from simulator.hardware.profiler import (
 from simulator.placement import dealt_in_chunks
 from simulator.profile import Profile
 from suites.capture import trace_program
+from suites.capture_errors import first_line
 
 
 class CliError(Exception):
     """A user-facing failure: printed as one line, exit status 2."""
-
-
-def _first_line(e: BaseException) -> str:
-    """Errors are printed as one line; torch's messages can run to dozens."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _profile_device(spec: str) -> torch.device:
@@ -414,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         print("eagle-profile: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except (CliError, SimulatorError, suites.SuiteError, OSError) as e:
-        print(f"eagle-profile: error: {_first_line(e)}", file=sys.stderr)
+        print(f"eagle-profile: error: {first_line(e)}", file=sys.stderr)
         return 2
     fit = prof.fit
     print(

@@ -57,13 +57,15 @@ class CostModel:
         measured: Mapping[str, Mapping[str, float]] | None = None,
         op_overhead: Mapping[str, float] | None = None,
         sources: Mapping[str, str] | None = None,
+        link_latency: FloatArray | None = None,
     ) -> None:
         self.cluster = cluster
         self.rooflines = dict(rooflines)
         self.measured = {k: dict(v) for k, v in (measured or {}).items()}
         # seconds a device type's executor adds to each kernel beyond its isolated time
         self.op_overhead = dict(op_overhead or {})
-        self.link_latency: FloatArray = cluster.latency
+        # the cluster's, unless given (a re-level scales hand-offs between its workers)
+        self.link_latency: FloatArray = cluster.latency if link_latency is None else link_latency
         self.link_bandwidth: FloatArray = cluster.bandwidth
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
         self.sources = dict(sources or {})  # device type -> which profile measured it
@@ -119,9 +121,7 @@ class CostModel:
                 of_type = np.array([d.type == t for d in cluster.devices])
                 latency = np.where(np.outer(of_type, of_type), latency * found.overhead, latency)
                 sources[t] += f", {found.describe()}"
-        model = cls(cluster, rooflines, measured, overhead, sources)
-        model.link_latency = latency
-        return model
+        return cls(cluster, rooflines, measured, overhead, sources, latency)
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""

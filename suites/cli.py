@@ -186,7 +186,7 @@ def capture_main(argv: list[str] | None = None) -> int:
         path = Path(args.out) / f"{name}.json.gz"
         try:
             graph.save(path)
-            registered = suites.registry.register(graph, name) if args.register else None
+            registered = suites.registry.register(path, name) if args.register else None
         except OSError as e:
             raise CliError(f"cannot write {e.filename or path}: {e.strerror}") from None
     except (CliError, SimulatorError, hf.HFError, suites.SuiteError) as e:

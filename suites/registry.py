@@ -28,6 +28,7 @@ import torch
 import torch.fx
 
 from simulator import OpGraph
+from simulator.files import write_atomic
 from suites import capture as capture_module
 from suites.models import bert, gnmt, inception_v3
 
@@ -120,16 +121,18 @@ def registered() -> list[str]:
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def register(graph: OpGraph, name: str) -> Path:
-    """Add `graph` to the suites as `name` (replacing an earlier registration of that
-    name), so that `eagle-run suite=NAME` and `eagle-graph stats NAME` find it."""
+def register(graph_file: Path, name: str) -> Path:
+    """Add the graph saved at `graph_file` (`OpGraph.save`, gzipped) to the suites as
+    `name` (replacing an earlier registration of that name), so that `eagle-run
+    suite=NAME` and `eagle-graph stats NAME` find it. The file is copied as it is."""
     if not _NAME.fullmatch(name) or name.endswith((".json", ".gz", ".yaml")):
         raise SuiteError(f"cannot register {name!r}: a suite name is letters, digits, "
                          "'_', '-' and '.', starting with a letter or digit")  # fmt: skip
     if name in SUITES:
         raise SuiteError(f"cannot register {name!r}: a built-in suite has that name")
     path = registered_dir() / f"{name}.json.gz"
-    graph.save(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, graph_file.read_bytes())
     conf = registered_conf_dir() / "suite" / f"{name}.yaml"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(
