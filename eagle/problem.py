@@ -79,7 +79,10 @@ class Problem:
                 sorted(g.time_overrides.items()), g.edge_src, g.edge_dst, g.edge_bytes,
             ),
             "cluster": _digest(
-                c.devices, c.latency, c.bandwidth, c.by_sender, sorted(c.device_types.items())
+                c.devices, c.latency, c.bandwidth, c.by_sender, sorted(c.device_types.items()),
+                # only where set: clusters without a read cost keep their fingerprints
+                *((c.read_latency, c.read_bandwidth) if c.read_latency.any()
+                  or np.isfinite(c.read_bandwidth).any() else ()),
             ),
             "cost_model": _digest(self.op_times, self.cost_model.provenance()),
         }  # fmt: skip

@@ -3,6 +3,7 @@
     eagle-profile --device cpu [--suites bert,gnmt] [--variants small] [--out FILE]
     eagle-profile --device cpu --steps-only --out simulator/profiles/cpu-worker.json.gz
     eagle-profile --device cpu --relevel     # about a minute: the profile onto this machine
+    eagle-profile --device cpu --refit       # seconds: re-fit a profile's stored steps
 
 Measures every distinct kernel call of the suites' training steps (`simulator.hardware.
 profiler`), copies of many sizes, and, on CPU workers, whole steps of the small suites
@@ -39,6 +40,7 @@ from simulator.hardware.calibration import (
     fit_roofline,
     fit_two_workers,
     measure_calibration,
+    stored_cases,
     two_worker_cluster,
 )
 from simulator.hardware.executor import Executor, Program, handoff_latency
@@ -218,8 +220,24 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
         f"{fit['contention_waiting']:.1%} while it waits; an op after a wait of "
         f"{fit.get('wake_after', WAKE_AFTER_S) * 1e3:.1f} ms or more "
         f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; hand-offs "
-        f"{fit['link']['latency'] * 1e6:.2f} us (rms miss per suite: {rms})"
+        f"{fit['link']['latency'] * 1e6:.2f} us, and reading a copy "
+        f"{fit['link'].get('read_latency', 0.0) * 1e6:.1f} us + bytes / "
+        f"{fit['link'].get('read_bandwidth', float('inf')) / 1e9:.1f} GB/s "
+        f"(rms miss per suite: {rms})"
     )
+
+
+def _refit(names: list[str], out: Path) -> int:
+    """`--refit`: re-fit the shared host's constants to the calibration steps the
+    profile keeps, measuring nothing (after a change to the model, in seconds)."""
+    if not out.exists():
+        raise CliError(f"--refit updates a profile; {out} does not exist")
+    prof = Profile.load(out)
+    graphs = {name: suites.load(name, "small") for name in names}
+    fit_two_workers(prof, stored_cases(prof, graphs))
+    prof.save(out)
+    print(f"{out}: re-fitted to its stored steps; {_two_workers_line(prof.fit)}")
+    return 0
 
 
 def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
@@ -378,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         "is kept)",
     )
     p.add_argument(
+        "--refit",
+        action="store_true",
+        help="measure nothing: re-fit the second worker's constants to the steps the "
+        "shipped profile (or --out) keeps, after a change to the model (seconds)",
+    )
+    p.add_argument(
         "--relevel",
         action="store_true",
         help="map the shipped profile (or --out) onto this machine in about a minute: a "
@@ -404,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.steps_only:
             return _remeasure_steps(device, names, out)
+        if args.refit:
+            return _refit(names, args.out or PROFILE_DIR / f"{device_type}.json.gz")
         prof = profile(device, device_type, names, variants, out, not args.no_progress)
     except KeyboardInterrupt:
         print("eagle-profile: interrupted; rerun the same command to resume", file=sys.stderr)

@@ -6,6 +6,11 @@ seconds) and a bandwidth (beta^-1, bytes/s); `links.default` covers unlisted pai
 A link may say `by_sender: true`: the sending device does the copy itself (a CPU's
 memcpy, no copy engine), so the copy occupies the sender instead of running beside its
 compute (`simulator.engine`, rule 3 as extended there). Default false, DESIGN.md's rule.
+A link may also say what reading a copy costs the reader: `read_latency` (seconds per
+input an op reads from a copy) and `read_bandwidth` (bytes/s at which it reads the copy's
+bytes), added to the op's time (defaults 0 and infinite: free, DESIGN.md's rule). On a
+shared host the copy lies in another core's cache, so the op that reads it misses there
+(`simulator.engine`, rule 1 as extended there).
 A device may name its `host`, its `contention` and its `contention_waiting`: devices of
 one host share its caches and memory, so an op slows by `contention` (a fraction) for
 each other device of its host running an op when it starts, and by `contention_waiting`
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
@@ -109,6 +114,8 @@ class Cluster:
     latency: FloatArray  # [D, D] seconds; diagonal 0 (same device: no copy)
     bandwidth: FloatArray  # [D, D] bytes/s; diagonal inf
     by_sender: BoolArray  # [D, D] the sending device does the copy itself; diagonal False
+    read_latency: FloatArray  # [D, D] seconds an op pays per input read from a copy
+    read_bandwidth: FloatArray  # [D, D] bytes/s at which it reads them; inf: free
     device_types: Mapping[str, Roofline]
     source: str
 
@@ -164,7 +171,7 @@ class Cluster:
             raise ClusterError("a cluster spec must be a mapping with 'devices' and 'links'")
         devices = _parse_devices(doc.get("devices"))
         index = {d.name: i for i, d in enumerate(devices)}
-        latency, bandwidth, by_sender = _parse_links(doc.get("links"), index)
+        links = _parse_links(doc.get("links"), index)
         raw_types = doc.get("device_types") or {}
         if not isinstance(raw_types, Mapping):
             raise ClusterError("'device_types' must map a type name to roofline constants")
@@ -177,14 +184,16 @@ class Cluster:
                 raise ClusterError(
                     f"device type {name!r}: a number is too large for a float (below ~1.8e308)"
                 ) from None
-        for array in (latency, bandwidth, by_sender):
+        for array in links:
             array.setflags(write=False)
         return cls(
             name=_name(doc.get("name", "cluster"), "cluster 'name'"),
             devices=devices,
-            latency=latency,
-            bandwidth=bandwidth,
-            by_sender=by_sender,
+            latency=links.latency,
+            bandwidth=links.bandwidth,
+            by_sender=links.by_sender,
+            read_latency=links.read_latency,
+            read_bandwidth=links.read_bandwidth,
             device_types=types,
             source=source,
         )
@@ -251,7 +260,14 @@ class Cluster:
         shared_host = hosts[:, None] == hosts[None, :]
         same = all(
             np.array_equal(m[np.ix_(perm, perm)], m)
-            for m in (self.latency, self.bandwidth, self.by_sender, shared_host)
+            for m in (
+                self.latency,
+                self.bandwidth,
+                self.by_sender,
+                self.read_latency,
+                self.read_bandwidth,
+                shared_host,
+            )  # fmt: skip
         )
         return perm if same else None
 
@@ -340,16 +356,28 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
     return tuple(devices)
 
 
-def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatArray, BoolArray]:
+class Links(NamedTuple):
+    """The link matrices of a cluster ([D, D] each, by source then destination device)."""
+
+    latency: FloatArray
+    bandwidth: FloatArray
+    by_sender: BoolArray
+    read_latency: FloatArray
+    read_bandwidth: FloatArray
+
+
+def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
     n = len(index)
     latency = np.full((n, n), np.nan)
     bandwidth = np.full((n, n), np.nan)
     by_sender = np.zeros((n, n), dtype=bool)
+    read_latency = np.zeros((n, n))
+    read_bandwidth = np.full((n, n), np.inf)
     raw = raw or {}
     if not isinstance(raw, Mapping):
         raise ClusterError("'links' must be a mapping with 'default' and/or 'pairs'")
 
-    def parse(link: Any, what: str) -> tuple[float, float, bool]:
+    def parse(link: Any, what: str) -> tuple[float, float, bool, float, float]:
         if not isinstance(link, Mapping) or not {"bandwidth", "latency"} <= link.keys():
             raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
         sender = link.get("by_sender", False)
@@ -360,11 +388,21 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
             raise ClusterError(
                 f"{what} latency must be a non-negative number, got {short_repr(lat)}"
             )
-        return float(lat), _positive(link["bandwidth"], f"{what} bandwidth"), sender
+        read_lat = link.get("read_latency", 0.0)
+        if not is_amount(read_lat):
+            raise ClusterError(
+                f"{what} read_latency must be non-negative seconds, got {short_repr(read_lat)}"
+            )
+        read_bw = link.get("read_bandwidth", np.inf)
+        if read_bw != np.inf:
+            read_bw = _positive(read_bw, f"{what} read_bandwidth")
+        bw = _positive(link["bandwidth"], f"{what} bandwidth")
+        return float(lat), bw, sender, float(read_lat), float(read_bw)
 
     if raw.get("default") is not None:
-        lat, bw, sender = parse(raw["default"], "links.default")
+        lat, bw, sender, read_lat, read_bw = parse(raw["default"], "links.default")
         latency[:], bandwidth[:], by_sender[:] = lat, bw, sender
+        read_latency[:], read_bandwidth[:] = read_lat, read_bw
     for k, pair in enumerate(raw.get("pairs") or []):
         if not isinstance(pair, Mapping) or not {"src", "dst"} <= pair.keys():
             raise ClusterError(f"links.pairs[{k}] must have 'src' and 'dst' device names")
@@ -381,10 +419,14 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
         s, d = index[src], index[dst]
         if s == d:
             raise ClusterError(f"link {src!r} -> {dst!r} joins a device to itself")
-        latency[s, d], bandwidth[s, d], by_sender[s, d] = parse(pair, f"link {src!r} -> {dst!r}")
+        link_at = (s, d)
+        (latency[link_at], bandwidth[link_at], by_sender[link_at], read_latency[link_at],
+         read_bandwidth[link_at]) = parse(pair, f"link {src!r} -> {dst!r}")  # fmt: skip
     np.fill_diagonal(latency, 0.0)
     np.fill_diagonal(bandwidth, np.inf)
     np.fill_diagonal(by_sender, False)
+    np.fill_diagonal(read_latency, 0.0)
+    np.fill_diagonal(read_bandwidth, np.inf)
     missing = np.argwhere(np.isnan(latency))
     if len(missing):
         names = list(index)
@@ -392,4 +434,4 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> tuple[FloatArray, FloatA
         raise ClusterError(
             f"no link from {names[s]!r} to {names[d]!r}; add links.default or a pair for it"
         )
-    return latency, bandwidth, by_sender
+    return Links(latency, bandwidth, by_sender, read_latency, read_bandwidth)

@@ -6,7 +6,8 @@ Precedence per op and device type (DESIGN.md, "Cost model"):
 3. the device type's roofline (`simulator.devices`): measured-and-fitted constants once
    `eagle-profile` has calibrated the type, datasheet values until then. An op with
    neither FLOPs nor bytes (a parameter or input placeholder) launches no kernel: 0 s.
-Copies follow the alpha-beta model of the cluster's links: `latency + bytes / bandwidth`.
+Copies follow the alpha-beta model of the cluster's links: `latency + bytes / bandwidth`,
+and reading a copy costs the reader `read_latency + bytes / read_bandwidth`.
 
 A device type needs a roofline only if some op lacks the first two: a cluster of a new
 type whose ops all carry their own `time` for it is priced exactly, and an op that cannot
@@ -58,6 +59,7 @@ class CostModel:
         op_overhead: Mapping[str, float] | None = None,
         sources: Mapping[str, str] | None = None,
         link_latency: FloatArray | None = None,
+        read_cost: tuple[FloatArray, FloatArray] | None = None,
     ) -> None:
         self.cluster = cluster
         self.rooflines = dict(rooflines)
@@ -67,6 +69,9 @@ class CostModel:
         # the cluster's, unless given (a re-level scales hand-offs between its workers)
         self.link_latency: FloatArray = cluster.latency if link_latency is None else link_latency
         self.link_bandwidth: FloatArray = cluster.bandwidth
+        # reading a copy: the cluster's (read_latency, read_bandwidth), unless given
+        reading = (cluster.read_latency, cluster.read_bandwidth) if read_cost is None else read_cost
+        self.read_latency, self.read_bandwidth = reading
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
         self.sources = dict(sources or {})  # device type -> which profile measured it
 
@@ -82,14 +87,16 @@ class CostModel:
         file's `device_types:` entry or the datasheet table (`simulator.devices`).
         With `relevel` (the default), a re-level of a profile measured on this host
         (`eagle-profile --relevel`, `simulator.relevel`) scales its times to this
-        machine: kernels by kind, the roofline, the per-op overhead and the hand-off
-        latency of links between devices of the type.
+        machine: kernels by kind, the roofline, the per-op overhead, and the hand-off
+        and read costs of links between devices of the type.
         """
         rooflines = {**DATASHEET, **cluster.device_types}
         measured: dict[str, dict[str, float]] = {}
         overhead: dict[str, float] = {}
         sources: dict[str, str] = {}
-        latency = cluster.latency
+        latency, read_latency, read_bandwidth = (
+            cluster.latency, cluster.read_latency, cluster.read_bandwidth,
+        )  # fmt: skip
         used = {d.type for d in cluster.devices}
         paths = sorted(PROFILE_DIR.glob("*.json*")) if profiles is None else list(profiles)
         for path in paths:
@@ -119,9 +126,14 @@ class CostModel:
                 )
                 overhead[t] *= found.overhead
                 of_type = np.array([d.type == t for d in cluster.devices])
-                latency = np.where(np.outer(of_type, of_type), latency * found.overhead, latency)
+                both = np.outer(of_type, of_type)
+                latency = np.where(both, latency * found.overhead, latency)
+                read_latency = np.where(both, read_latency * found.overhead, read_latency)
+                # reading a copy's bytes is memory traffic
+                read_bandwidth = np.where(both, read_bandwidth / f["memory"], read_bandwidth)
                 sources[t] += f", {found.describe()}"
-        return cls(cluster, rooflines, measured, overhead, sources, latency)
+        reading = (read_latency, read_bandwidth)
+        return cls(cluster, rooflines, measured, overhead, sources, latency, reading)
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""
@@ -197,9 +209,12 @@ class CostModel:
         worst_copy = np.zeros(graph.num_edges)
         if self.cluster.num_devices > 1 and graph.num_edges:
             off = ~np.eye(self.cluster.num_devices, dtype=bool)
-            with np.errstate(over="ignore"):
-                worst_copy = self.link_latency[off].max() + graph.edge_bytes / (
-                    self.link_bandwidth[off].min()
+            with np.errstate(over="ignore"):  # the copy, then its reader reading it
+                worst_copy = (
+                    self.link_latency[off].max()
+                    + graph.edge_bytes / self.link_bandwidth[off].min()
+                    + self.read_latency[off].max()
+                    + graph.edge_bytes / self.read_bandwidth[off].min()
                 )
         with np.errstate(over="ignore"):
             total = worst_op.sum() + worst_copy.sum()

@@ -26,6 +26,11 @@ worker slows its host-mate less than a computing one (on `cpu2` about 30% agains
 and a worker that spun for over 0.3 ms runs its next ops slower: the wake-up cost. The
 fits and the measurements behind both: results/fidelity/README.md (from "two contention
 rates" on).
+And an op that reads an input from a copy takes the link's `read_latency` + the edge's
+bytes / its `read_bandwidth` longer (before any slowdown), once per such input: on a CPU
+the copy lies in the other core's cache, and the reader's first touch misses there. On
+`cpu2` this read cost ordered the hand-off-heavy placements of BERT-small where one
+hand-off cost per copy could not (results/fidelity/README.md, "The reader pays").
 `reference.py` implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per
@@ -149,6 +154,8 @@ def _simulate_kernel(
     num_groups: Any,
     latency: Any,  # [D, D]
     bandwidth: Any,
+    read_latency: Any,  # [D, D] seconds an op pays per input read from a copy
+    read_bandwidth: Any,  # [D, D] bytes/s at which it reads them
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
     contention: Any,  # [D, 4] slowdown of a device's ops per other device of its host
@@ -187,6 +194,10 @@ def _simulate_kernel(
     for p in range(n):
         d = place[p]
         op_time[p] = times[p, d]  # read in op order here, not at random when it starts
+        for j in range(in_ptr[p], in_ptr[p + _1]):  # reading copies (rule 1, extended)
+            sd = place[in_src[j]]
+            if sd != d:
+                op_time[p] += read_latency[sd, d] + edge_bytes[in_edges[j]] / read_bandwidth[sd, d]
         g = group[p]
         if g != _NONE:
             if group_dev[g] == D:
@@ -489,8 +500,10 @@ def _kernel_args(graph: OpGraph, cluster: Cluster, cost_model: CostModel) -> tup
         _KERNEL_GRAPHS[graph] = arrays
     times = cost_model.op_times(graph)
     latency, bandwidth = cost_model.link_latency, cost_model.link_bandwidth
+    reading = cost_model.read_latency, cost_model.read_bandwidth
     host = cluster.host_index.astype(np.uint32)
-    return (times, *arrays, latency, bandwidth, cluster.by_sender, host, cluster.contention)
+    return (times, *arrays, latency, bandwidth, *reading, cluster.by_sender, host,
+            cluster.contention)  # fmt: skip
 
 
 _WORKSPACES: weakref.WeakKeyDictionary[OpGraph, list[tuple[Any, ...]]] = weakref.WeakKeyDictionary()

@@ -84,6 +84,14 @@ class _Step:
         self.num_devices = D = cluster.num_devices
         times = cost_model.op_times(graph, cluster)
         self.dur = [float(times[i, place[i]]) for i in range(n)]  # alone; contention at start
+        for i in range(n):  # reading inputs from copies, in the order of the graph's in-edges
+            for e in graph.in_edges[graph.in_ptr[i] : graph.in_ptr[i + 1]].tolist():
+                s, d = place[int(graph.edge_src[e])], place[i]
+                if s != d:
+                    self.dur[i] += float(
+                        cost_model.read_latency[s, d]
+                        + graph.edge_bytes[e] / cost_model.read_bandwidth[s, d]
+                    )
         self.host, self.contention = cluster.host_index.tolist(), cluster.contention.tolist()
         self.preds = [graph.predecessors(i).tolist() for i in range(n)]
         self.succs = [graph.successors(i).tolist() for i in range(n)]

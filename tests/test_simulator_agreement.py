@@ -44,6 +44,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
         e["bytes"] = float(rng.integers(0, 4))
     graph = OpGraph.from_dict(doc)
     by_sender = draw(st.booleans())  # some links done by the sending device itself
+    reading = draw(st.booleans())  # some copies cost their readers time
     links = [
         {
             "src": f"d{s}",
@@ -51,6 +52,8 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
             "bandwidth": float(rng.integers(1, 3)),
             "latency": float(rng.integers(0, 2)),
             "by_sender": bool(by_sender and rng.random() < 0.7),
+            "read_latency": float(rng.integers(0, 2)) if reading else 0.0,
+            "read_bandwidth": float(rng.choice([1.0, 2.0, np.inf])) if reading else np.inf,
         }
         for s in range(num_devices)
         for d in range(num_devices)

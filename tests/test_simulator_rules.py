@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import CostModel, simulate, simulate_reference
+from simulator import ClusterError, CostModel, simulate, simulate_reference
 from tests.conftest import graph, unit_cluster
 
 SIMULATORS = [simulate, simulate_reference]
@@ -277,8 +277,6 @@ def test_by_sender_copies_go_in_destination_device_order(sim):
 
 
 def test_by_sender_must_be_a_boolean():
-    from simulator import ClusterError
-
     with pytest.raises(ClusterError, match="by_sender must be true or false"):
         unit_cluster(2, by_sender="yes")
 
@@ -365,8 +363,6 @@ def test_an_op_after_a_long_wait_pays_the_wake_up_cost(sim):
 
 
 def test_a_wake_up_cost_needs_the_wait_it_follows():
-    from simulator import ClusterError
-
     with pytest.raises(ClusterError, match="'d0' has a wake_cost but no wake_after"):
         unit_cluster(2, wake_cost=1e-5)
     with pytest.raises(ClusterError, match="'d0' wake_after must be non-negative seconds"):
@@ -376,8 +372,6 @@ def test_a_wake_up_cost_needs_the_wait_it_follows():
 
 
 def test_contention_must_be_a_non_negative_fraction():
-    from simulator import ClusterError
-
     with pytest.raises(ClusterError, match="'d0' contention must be a non-negative fraction"):
         unit_cluster(2, contention=-0.1)
     with pytest.raises(ClusterError, match="'d0' contention_waiting must be a non-negative"):
@@ -388,3 +382,32 @@ def test_contention_must_be_a_non_negative_fraction():
     both = unit_cluster(2, contention=0.2, contention_waiting=0.05)
     assert both.contention[:, :2].tolist() == [[0.2, 0.05], [0.2, 0.05]]
     assert unit_cluster(3, hosts=["h", "", "h"]).host_index.tolist() == [0, 1, 0]
+
+
+# ---- reading a copy costs the reader (rule 1, extended) -------------------------------
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_each_input_read_from_a_copy_lengthens_its_reader(sim):
+    cluster = unit_cluster(2, read_latency=0.5, read_bandwidth=4.0)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [{"name": "a", "t": 1}, {"name": "b", "t": 1}, {"name": "c", "t": 2}],
+        [("a", "c", 2), ("b", "c", 6)],
+    )
+    r = sim(g, [0, 0, 1], cluster, cost, trace=True)
+    # d0: a [0,1], b [1,2]; copies a->d1 (2 B) [1,4], b->d1 (6 B) [4,11] (one link, FIFO).
+    # c reads both copies: 2 + (0.5 + 2/4) + (0.5 + 6/4) = 5, so [11,16].
+    assert r.trace.copy_end.tolist() == [4, 11]
+    assert r.trace.op_start.tolist() == [0, 1, 11]
+    assert r.trace.op_end.tolist() == [1, 2, 16]
+    assert r.step_time == 16
+    # an input from its own device costs nothing to read
+    assert sim(g, [1, 1, 1], cluster, cost).step_time == 4
+
+
+def test_read_cost_must_be_non_negative_and_bandwidth_positive():
+    with pytest.raises(ClusterError, match="read_latency must be non-negative"):
+        unit_cluster(2, read_latency=-1.0)
+    with pytest.raises(ClusterError, match="read_bandwidth must be positive"):
+        unit_cluster(2, read_bandwidth=0)
