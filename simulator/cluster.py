@@ -267,7 +267,7 @@ class Cluster:
                 self.read_latency,
                 self.read_bandwidth,
                 shared_host,
-            )  # fmt: skip
+            )
         )
         return perm if same else None
 
