@@ -74,6 +74,7 @@ class CostModel:
         self.read_latency, self.read_bandwidth = reading
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
         self.sources = dict(sources or {})  # device type -> which profile measured it
+        self.relevels: dict[str, relevels.Relevel] = {}  # device type -> re-level applied
 
     @classmethod
     def default(
@@ -92,6 +93,7 @@ class CostModel:
         """
         rooflines = {**DATASHEET, **cluster.device_types}
         measured: dict[str, dict[str, float]] = {}
+        applied: dict[str, relevels.Relevel] = {}
         overhead: dict[str, float] = {}
         sources: dict[str, str] = {}
         latency, read_latency, read_bandwidth = (
@@ -132,8 +134,11 @@ class CostModel:
                 # reading a copy's bytes is memory traffic
                 read_bandwidth = np.where(both, read_bandwidth / f["memory"], read_bandwidth)
                 sources[t] += f", {found.describe()}"
-        reading = (read_latency, read_bandwidth)
-        return cls(cluster, rooflines, measured, overhead, sources, latency, reading)
+                applied[t] = found
+        model = cls(cluster, rooflines, measured, overhead, sources, latency,
+                    (read_latency, read_bandwidth))  # fmt: skip
+        model.relevels = applied
+        return model
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""

@@ -126,6 +126,22 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     assert 0 <= again.fit["link"]["latency"] < 1e-3
     printed = capsys.readouterr().out
     assert "in-step op times of bert re-measured" in printed and "a second worker" in printed
+    # re-fit the steps the profile keeps, measuring nothing: the fit it had
+    constants = ("contention", "contention_waiting", "wake_cost", "link")
+    fitted = {k: again.fit[k] for k in constants}
+    again.fit["contention"] = again.fit["wake_cost"] = -1.0
+    again.save(out)
+    assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
+                         "--refit"]) == 0  # fmt: skip
+    refit = Profile.load(out)
+    assert {k: refit.fit[k] for k in constants} == fitted
+    assert fitted["link"]["read_latency"] == calibration.READ_LATENCY_S
+    assert "re-fitted to its stored steps" in capsys.readouterr().out
+    del refit.fit["shared_host_measured"]
+    refit.save(out)
+    assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
+                         "--refit"]) == 2  # fmt: skip
+    assert "keeps no calibration steps" in capsys.readouterr().err
 
 
 def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suites, monkeypatch):

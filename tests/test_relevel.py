@@ -8,8 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from eagle.validate import level_drift
 from simulator import Cluster, CostModel, CostModelError, OpGraph
 from simulator import relevel as relevels
+from simulator.hardware.fidelity import Point
 from simulator.profile import Profile
 
 ROOF = {"peak_flops": 1e12, "mem_bandwidth": 1e11, "launch_overhead": 4e-6}
@@ -38,7 +40,8 @@ def setup(tmp_path, monkeypatch):
     cluster = Cluster.from_dict({
         "name": "two-npus",
         "devices": [{"name": f"n{i}", "type": "npu", "memory": 1e9} for i in (0, 1)],
-        "links": {"default": {"bandwidth": 1e9, "latency": 3e-6}},
+        "links": {"default": {"bandwidth": 1e9, "latency": 3e-6, "read_latency": 1e-6,
+                              "read_bandwidth": 2e9}},
     })  # fmt: skip
     ops = [{"name": s, "type": t, "flops": 1.0, "bytes": 1.0, "output_bytes": 1, "signature": s}
            for s, t, _ in OPS]  # fmt: skip
@@ -83,8 +86,13 @@ def test_the_cost_model_applies_the_factors_by_hand(setup):
     # hand-offs between the re-levelled workers
     assert model.link_latency[0, 1] == pytest.approx(3e-6 * 2.0)
     assert raw.link_latency[0, 1] == pytest.approx(3e-6)
+    # reading a copy: its latency like a hand-off, its bytes like memory traffic
+    assert model.read_latency[0, 1] == pytest.approx(1e-6 * 2.0)
+    assert model.read_bandwidth[0, 1] == pytest.approx(2e9 / 0.8)
+    assert (raw.read_latency[0, 1], raw.read_bandwidth[0, 1]) == (1e-6, 2e9)
     assert "re-levelled on" in model.provenance()["npu"]
     assert "re-levelled" not in raw.provenance()["npu"]
+    assert model.relevels["npu"].factors == FACTORS and raw.relevels == {}
     # asked not to: the profile as measured
     unscaled = CostModel.default(cluster, [path], relevel=False)
     assert np.array_equal(unscaled.op_times(graph), raw.op_times(graph))
@@ -125,3 +133,23 @@ def test_stored_and_read_back_and_bad_files_refused(setup):
         relevels.load(saved.path())
     with pytest.raises(CostModelError, match=r"factors \['small'\] missing"):
         relevels.Relevel("h", "npu", "d", "p", "s", {"compute": 1.0, "memory": 1.0})
+
+
+def test_level_drift_compares_the_one_worker_step_with_the_relevels(setup):
+    path, cluster, _ = setup
+    found = _save(path)
+    model = CostModel.default(cluster, [path])
+
+    def point(label: str, measured: float) -> Point:
+        return Point(label, predicted=0.01, measured=measured, valid=True, spread=0.0, loss=0.0)
+
+    points = [point("single:cpu0", 0.0115), point("heft", 0.008)]
+    assert level_drift(model, "bert", points) is None  # the re-level measured no steps
+    checks = {"steps": {"bert": {"one worker measured": 0.010}}}
+    found = relevels.Relevel(**{**found.__dict__, "checks": checks})
+    found.save()
+    model = CostModel.default(cluster, [path])
+    assert level_drift(model, "bert", points) == pytest.approx(0.15)  # 15% slower now
+    assert level_drift(model, "gnmt", points) is None  # not a suite it measured
+    assert level_drift(model, "bert", points[1:]) is None  # no one-worker step here
+    assert level_drift(CostModel.default(cluster, [path], relevel=False), "bert", points) is None

@@ -356,13 +356,8 @@ def stored_cases(prof: Profile, graphs: dict[str, OpGraph]) -> list[SharedHostCa
     for name, measured in stored.items():
         if name not in graphs:
             raise CostModelError(f"no graph given for the calibration steps of {name!r}")
-        placements = tuple(calibration_placements(graphs[name]).values())
-        if len(placements) != len(measured):
-            raise CostModelError(
-                f"the profile keeps {len(measured)} steps of {name!r}, its calibration "
-                f"placements are {len(placements)}: the suite changed; re-measure with "
-                "eagle-profile --steps-only"
-            )
+        # as many as were measured (`CALIBRATION_PLACEMENTS` then): the same placements
+        placements = tuple(calibration_placements(graphs[name], len(measured)).values())
         cases.append(SharedHostCase(name, graphs[name], placements, tuple(measured)))
     return cases
 
