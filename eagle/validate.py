@@ -33,7 +33,9 @@ rounds, ...), `steps.csv` (every measured step, to re-analyse without re-measuri
 round), `scatter.png` and `summary.json` (`suite`, `cluster`, `n`, `median_ape`,
 `kendall_tau`, `spearman_rho`, `same_as` (the labels left out as copies, by the label
 measured in their place), the 90% intervals of the first two over resampled rounds,
-`round_spread`: the machine's noise while it ran, the command, machine and cost-model
+`split_half_tau`: Kendall's tau between two halves of the rounds (alternate blocks of 4),
+what this measurement's noise lets any model reach; `round_spread`: the machine's noise
+while it ran, the command, machine and cost-model
 provenance) and `placements.json.gz` (every placement measured, by label: the device
 index of each op) to `out`.
 
@@ -80,6 +82,7 @@ from simulator.hardware.fidelity import (
     pool_runs,
     predict,
     scatter,
+    split_half_tau,
 )
 from simulator.placement import dealt_in_chunks, moved_off_one_device
 
@@ -241,6 +244,8 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
         [p.predicted for p in points],
         validator.summarise,
     )
+    agreement = split_half_tau([[p.times for p in pts] for pts in samples.values()],
+                               validator.summarise)  # fmt: skip
     out = args.out or Path(f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([vars(p) for p in points]).drop(columns=["times", "starts"])
@@ -272,6 +277,8 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
         # 90% intervals over resampled rounds: what the measurement's noise allows
         "kendall_tau_range": list(uncertainty.kendall_tau),
         "median_ape_range": list(uncertainty.median_ape),
+        # the two halves of the rounds against each other: what tau this measurement allows
+        "split_half_tau": None if np.isnan(agreement) else agreement,
         "statistic": args.statistic,
         # how far apart one placement's rounds are (median over placements of their
         # spread / measured): the machine's noise while this ran; compare with the error
@@ -365,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{summary['median_ape']:.1%} ({level}; {summary['median_ape_raw']:.1%} with the "
         f"profile as measured), Kendall tau {summary['kendall_tau']:.2f} "
         "(90% over resampled rounds: {:.2f} to {:.2f}), ".format(*summary["kendall_tau_range"])
-        + f"Spearman rho {summary['spearman_rho']:.2f}; rounds of a placement differ by "
+        + f"halves of the rounds agree at {_optional(summary['split_half_tau'])}, "
+        f"Spearman rho {summary['spearman_rho']:.2f}; rounds of a placement differ by "
         f"{summary['round_spread']:.0%} (the machine's noise)"
     )
     drift = summary["level_drift"]
@@ -398,6 +406,10 @@ def level_drift(model: CostModel, suite: str, points: list[Point]) -> float | No
         if single is not None and then:
             return float(single.measured / then - 1.0)
     return None
+
+
+def _optional(value: float | None) -> str:
+    return "n/a (under 8 rounds)" if value is None else f"{value:.2f}"
 
 
 def _print_pooled(result: PooledReports) -> None:

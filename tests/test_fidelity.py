@@ -22,6 +22,7 @@ from simulator.hardware.fidelity import (
     pool_runs,
     scatter,
     spearman_rho,
+    split_half_tau,
 )
 from tests.test_executor import tiny_step
 
@@ -153,6 +154,23 @@ def test_committed_reports_rank_statistics_are_unchanged(suite):
     )
 
 
+@pytest.mark.parametrize(
+    ("folder", "agreement"),
+    [("inception_v3", 0.96), ("relevel-2026-12-04/inception_v3", 0.74)],
+)
+def test_committed_reports_halves_agree_as_stated(folder, agreement):
+    """`split_half_tau` from the committed steps gives results/fidelity/README.md's
+    "halves agree" numbers (the profile's machine, and a third machine)."""
+    path = Path(__file__).parents[1] / "results" / "fidelity" / folder
+    points = pd.read_csv(path / "points.csv")
+    steps = pd.read_csv(path / "steps.csv").sort_values(["round", "step"])
+    rounds = [
+        [g.time.tolist() for _, g in steps[steps.label == label].groupby("round")]
+        for label in points.label
+    ]
+    assert split_half_tau(rounds, STATISTICS["paired"]) == pytest.approx(agreement, abs=0.005)
+
+
 def test_bootstrap_draws_whole_blocks_of_rounds():
     """16 rounds: blocks of 4 consecutive ones; each draw is made of whole blocks."""
     drawn: list[list[float]] = []
@@ -167,3 +185,17 @@ def test_bootstrap_draws_whole_blocks_of_rounds():
         blocks = [int(k) // 4 for k in picked]
         assert len(picked) == 16
         assert all(blocks.count(b) % 4 == 0 for b in set(blocks))  # whole blocks only
+
+
+def test_split_half_tau_by_hand():
+    median = STATISTICS["median"]
+    # rounds in blocks of 4: blocks 0 and 2 form one half, blocks 1 and 3 the other
+    agree = [[[1.0]] * 16, [[2.0]] * 16, [[3.0]] * 16]
+    assert split_half_tau(agree, median) == pytest.approx(1.0)
+    # blocks 0 and 2 order the three placements 1 < 2 < 3, blocks 1 and 3 the reverse
+    flipped = [[[p + 1.0 if (k // 4) % 2 == 0 else 3.0 - p] for k in range(16)] for p in range(3)]
+    assert split_half_tau(flipped, median) == pytest.approx(-1.0)
+    # a swap of one pair between the halves: tau (2 - 1) / 3
+    one_swap = [[[1.0]] * 8, [[2.0]] * 4 + [[4.0]] * 4, [[3.0]] * 8]
+    assert split_half_tau(one_swap, median) == pytest.approx(1 / 3)
+    assert np.isnan(split_half_tau([[[1.0]] * 4, [[2.0]] * 4], median))  # one block

@@ -84,6 +84,8 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert (spans["max"].iloc[0] < spans["min"].iloc[1]) and steps.start.is_unique
     low, high = summary["kendall_tau_range"]
     assert -1 <= low <= high <= 1
+    assert summary["split_half_tau"] is None  # 2 rounds: one block, no halves to compare
+    assert "halves of the rounds agree at n/a" in capsys.readouterr().out
     assert (out / "scatter.png").stat().st_size > 1000
     # the placements, by label, so that the report can be re-predicted and pooled later
     with gzip.open(out / "placements.json.gz", "rt") as f:
