@@ -260,13 +260,10 @@ def split_half_tau(
     two other VMs of its kind at 0.62-0.87, where the re-levelled model's tau was
     0.66-0.94 (results/fidelity/README.md, "On a third machine")."""
     n_rounds = min(len(r) for r in rounds)
-    block = np.arange(n_rounds) // BLOCK_ROUNDS
-    if block[-1] < 1:
+    if n_rounds <= BLOCK_ROUNDS:
         return math.nan
-    halves = [
-        summarise([[t for k in np.flatnonzero(block % 2 == half) for t in r[k]] for r in rounds])
-        for half in (0, 1)
-    ]
+    in_half = [[k for k in range(n_rounds) if k // BLOCK_ROUNDS % 2 == h] for h in (0, 1)]
+    halves = [summarise([[t for k in ks for t in r[k]] for r in rounds]) for ks in in_half]
     return kendall_tau(*halves)
 
 
