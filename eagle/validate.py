@@ -409,7 +409,7 @@ def level_drift(model: CostModel, suite: str, points: list[Point]) -> float | No
 
 
 def _optional(value: float | None) -> str:
-    return "n/a (under 8 rounds)" if value is None else f"{value:.2f}"
+    return "n/a (4 rounds or fewer)" if value is None else f"{value:.2f}"
 
 
 def _print_pooled(result: PooledReports) -> None:
