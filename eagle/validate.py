@@ -239,13 +239,9 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
         )
         for k, (label, pts) in enumerate(samples.items())
     ]
-    uncertainty = bootstrap_rounds(
-        [[p.times for p in pts] for pts in samples.values()],
-        [p.predicted for p in points],
-        validator.summarise,
-    )
-    agreement = split_half_tau([[p.times for p in pts] for pts in samples.values()],
-                               validator.summarise)  # fmt: skip
+    rounds_of = [[p.times for p in pts] for pts in samples.values()]  # [placement][round]
+    uncertainty = bootstrap_rounds(rounds_of, [p.predicted for p in points], validator.summarise)
+    agreement = split_half_tau(rounds_of, validator.summarise)
     out = args.out or Path(f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([vars(p) for p in points]).drop(columns=["times", "starts"])

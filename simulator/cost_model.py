@@ -60,6 +60,7 @@ class CostModel:
         sources: Mapping[str, str] | None = None,
         link_latency: FloatArray | None = None,
         read_cost: tuple[FloatArray, FloatArray] | None = None,
+        relevels_applied: Mapping[str, relevels.Relevel] | None = None,
     ) -> None:
         self.cluster = cluster
         self.rooflines = dict(rooflines)
@@ -74,7 +75,8 @@ class CostModel:
         self.read_latency, self.read_bandwidth = reading
         self._cache: weakref.WeakKeyDictionary[OpGraph, FloatArray] = weakref.WeakKeyDictionary()
         self.sources = dict(sources or {})  # device type -> which profile measured it
-        self.relevels: dict[str, relevels.Relevel] = {}  # device type -> re-level applied
+        # device type -> the re-level applied to its profile
+        self.relevels: dict[str, relevels.Relevel] = dict(relevels_applied or {})
 
     @classmethod
     def default(
@@ -135,10 +137,8 @@ class CostModel:
                 read_bandwidth = np.where(both, read_bandwidth / f["memory"], read_bandwidth)
                 sources[t] += f", {found.describe()}"
                 applied[t] = found
-        model = cls(cluster, rooflines, measured, overhead, sources, latency,
-                    (read_latency, read_bandwidth))  # fmt: skip
-        model.relevels = applied
-        return model
+        reading = (read_latency, read_bandwidth)
+        return cls(cluster, rooflines, measured, overhead, sources, latency, reading, applied)
 
     def provenance(self) -> dict[str, str]:
         """Device type -> where its numbers come from, for reports and run summaries."""
