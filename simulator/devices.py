@@ -128,6 +128,15 @@ DATASHEET: dict[str, Roofline] = {
         launch_overhead=_LAUNCH,
         source="datasheet (NVIDIA Tesla P100 PCIe)",
     ),
+    # NVIDIA H200 SXM 141 GB datasheet: 67 TFLOP/s FP32 (the suites train in FP32 and
+    # torch leaves TF32 off for matmuls by default), 4.8 TB/s HBM3e. The GPU the device
+    # machine lends (results/fidelity/README.md, "H200"); eagle-profile replaces it.
+    "nvidia-h200": Roofline(
+        peak_flops=67e12,
+        mem_bandwidth=4.8e12,
+        launch_overhead=_LAUNCH,
+        source="datasheet (NVIDIA H200 SXM)",
+    ),
     # Intel Xeon E5-2699 v3 (Haswell, 18 cores, 2.3 GHz), the "Haswell 2300 CPU with 18
     # cores" of the same testbed: 18 x 2.3e9 x 32 FP32 FLOP/cycle (2 AVX2 FMA units) =
     # 1.32 TFLOP/s; 4 channels DDR4-2133 = 68 GB/s (Intel ARK).

@@ -20,10 +20,10 @@ that make the one-worker steps of the small suites come out at their measured ti
 pulled toward the ratios (time here / in the profile) of kernels timed alone, which
 say what each kind does when the steps alone cannot tell (on cpu2 GNMT-small's step is
 95% small ops, Inception-V3-small's 38% compute). A re-level is stored per host and
-device type (`relevel_dir()/HOST__TYPE.json`) with its date and the SHA-256 of the
-profile it applies to; `CostModel.default` applies the one of this host whose profile
-matches, and names it in its provenance ("re-levelled on HOST at DATE"). Kept free of
-torch.
+device type (`relevel_dir()/HOST__TYPE.json`) with its date, the machine's processor
+and the SHA-256 of the profile it applies to; `CostModel.default` applies the one of
+this host and processor whose profile matches, and names it in its provenance
+("re-levelled on HOST at DATE"). Kept free of torch.
 """
 
 from __future__ import annotations
@@ -70,6 +70,25 @@ def this_host() -> str:
     return platform.node() or "unknown-host"
 
 
+def cpu_name() -> str:
+    """The processor's model name (`/proc/cpuinfo`), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def this_machine() -> str:
+    """What a re-level must match besides the host name: the processor and its count.
+    Host names repeat: every VM of this project and the lent H200 machine are all `vm`
+    (results/fidelity/README.md, "H200"), and a re-level measured on one of them must not
+    apply on another whose cache directory it reaches."""
+    return f"{cpu_name()}, {os.cpu_count()} CPUs"
+
+
 def profile_sha(path: Path) -> str:
     """The first 16 hex digits of the SHA-256 of a profile file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -93,6 +112,7 @@ class Relevel:
     profile_sha: str
     factors: dict[str, float]
     checks: dict[str, Any] = field(default_factory=dict)  # what was measured, for people
+    machine: str = ""  # `this_machine()` where measured; "" in files from before it
 
     def __post_init__(self) -> None:
         missing = [k for k in FACTORS if k not in self.factors]
@@ -145,6 +165,7 @@ def load(path: Path) -> Relevel:
             profile_sha=str(doc["profile_sha"]),
             factors={str(k): float(v) for k, v in dict(doc["factors"]).items()},
             checks=dict(doc.get("checks", {})),
+            machine=str(doc.get("machine", "")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise CostModelError(f"re-level {path}: missing or bad field {e}") from None
@@ -152,11 +173,14 @@ def load(path: Path) -> Relevel:
 
 def for_profile(device_type: str, profile_path: Path) -> Relevel | None:
     """This host's re-level of `device_type`, if one exists for the profile file at
-    `profile_path` (by its SHA-256: a re-level of another profile does not apply)."""
+    `profile_path` (by its SHA-256: a re-level of another profile does not apply) and was
+    measured on a machine like this one (`this_machine`)."""
     path = relevel_dir() / f"{this_host()}__{device_type}.json"
     if not path.exists():
         return None
     found = load(path)
+    if found.machine and found.machine != this_machine():
+        return None
     return found if found.profile_sha == profile_sha(profile_path) else None
 
 

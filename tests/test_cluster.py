@@ -33,7 +33,7 @@ def _load(tmp_path, text: str, name: str = "c.yaml") -> Cluster:
 
 
 def test_builtin_names():
-    assert Cluster.builtin_names() == ["cpu2", "p100x4", "p100x8"]
+    assert Cluster.builtin_names() == ["cpu2", "h200", "p100x4", "p100x8"]
 
 
 @pytest.mark.parametrize(("name", "devices"), [("cpu2", 2), ("p100x4", 5), ("p100x8", 9)])
@@ -188,7 +188,7 @@ def test_transfer_time_on_p100x4():
 def test_unknown_builtin_lists_the_builtins():
     with pytest.raises(ClusterError, match="unknown cluster 'p100x16'") as e:
         Cluster.load("p100x16")
-    assert "cpu2, p100x4, p100x8" in str(e.value)
+    assert "cpu2, h200, p100x4, p100x8" in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["missing.yaml", "missing.yml", "sub/missing"])

@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import suites
 from simulator import DATASHEET, Cluster, CostModel, CostModelError, OpGraph
-from simulator.cost_model import PricedBy
+from simulator.cost_model import PROFILE_DIR, PricedBy
 from simulator.devices import op_class
+from simulator.profile import Profile
 
 
 def _graph(ops: list[dict[str, Any]]) -> OpGraph:
@@ -300,3 +302,19 @@ def test_cpu2_is_priced_by_the_shipped_measured_profile():
     assert len(cost.measured["cpu-worker"]) > 1000  # every suite's signatures
     fitted = cost.rooflines["cpu-worker"]
     assert fitted.source.startswith("fitted to eagle-profile")
+
+
+def test_h200_gpu_is_priced_by_its_measured_profile_in_step_times():
+    # the profile of the lent H200 (2026-12-04): small suites' ops at their in-step times
+    # (kernel + the executor's dispatch and stream sync), the rest by its fitted roofline
+    cluster = Cluster.load("h200")
+    cost = CostModel.default(cluster)
+    assert cost.provenance()["nvidia-h200"].startswith("measured profile (cuda:0 (NVIDIA H200)")
+    rows = {r["signature"]: r for r in Profile.load(PROFILE_DIR / "nvidia-h200.json.gz").ops}
+    graph = suites.load("bert", "small")
+    times = cost.op_times(graph)[:, cluster.index("gpu0")]
+    kernels = [i for i, s in enumerate(graph.signatures) if s is not None]
+    for i in kernels:
+        row = rows[graph.signatures[i]]
+        assert times[i] == pytest.approx(row["in_step_s"], rel=1e-12)
+        assert row["in_step_s"] > row["median_s"] > 0

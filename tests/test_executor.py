@@ -197,3 +197,23 @@ def test_workers_keep_freed_memory_instead_of_faulting_it_in_again():
     pages = 2**26 // 4096  # of one block
     assert faults("default") > 10 * pages  # handed back to the OS each time
     assert faults("keep") < 2 * pages  # faulted in once, then reused
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_and_host_cpu_give_the_models_loss():
+    # the h200 cluster: gpu0 (a thread and a stream) and cpu0 (a thread), values moved
+    # with .to(device) both ways; GPU kernels round differently, hence rel=1e-4
+    model, x, y, graph, program = tiny_step(dropout=0.0)
+    expected = cross_entropy(model(x), y).item()
+    cluster = Cluster.load("h200")
+    ex = Executor(program, graph, cluster, CostModel.default(cluster))
+    assert isinstance(ex.runner, ThreadRunner)
+    n = graph.num_ops
+    for name, place in {"gpu0": np.zeros(n, int), "alternating": np.arange(n) % 2}.items():
+        m = ex.measure(place, warmup=1, repeats=2)
+        assert m.loss == pytest.approx(expected, rel=1e-4), name
+        assert m.step_time > 0 and m.busy_time[0] > 0

@@ -18,7 +18,9 @@ These four toys do not show that the RL learns: the best of 2,000 uniform random
 placements reaches them too, on every seed (tests/test_learning.py,
 `test_what_luck_and_the_list_schedulers_reach_on_each_toy`), and on the other two random
 search does as well or better (1.22-1.23x and 1.03-1.20x). The test guards against the
-papers' setting falling below luck there, nothing more.
+papers' setting falling below luck there, nothing more. No learner without local
+search tried reaches those two on every seed, not even a free table of per-op device
+logits (results/toys/controls.md).
 """
 
 from __future__ import annotations

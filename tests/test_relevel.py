@@ -123,6 +123,20 @@ def test_a_relevel_of_another_profile_does_not_apply(setup):
     assert model.op_times(graph)[0, 0] == pytest.approx(1.01e-3)
 
 
+def test_a_relevel_of_another_machine_of_the_same_name_does_not_apply(setup):
+    # the lent H200 machine and this project's VMs are all called `vm`
+    path, cluster, _ = setup
+    found = _save(path)
+    assert relevels.for_profile("npu", path) == found  # written before the field: applies
+    here = relevels.Relevel(**{**found.__dict__, "machine": relevels.this_machine()})
+    here.save()
+    assert relevels.load(here.path()).machine == relevels.this_machine()
+    assert relevels.for_profile("npu", path) == here
+    relevels.Relevel(**{**found.__dict__, "machine": "Intel(R) Xeon(R), 16 CPUs"}).save()
+    assert relevels.for_profile("npu", path) is None
+    assert "re-levelled" not in CostModel.default(cluster, [path]).provenance()["npu"]
+
+
 def test_stored_and_read_back_and_bad_files_refused(setup):
     path, _, _ = setup
     saved = _save(path)

@@ -21,7 +21,6 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +30,7 @@ from tqdm import tqdm
 from simulator.graph import OpGraph
 from simulator.hardware.executor import call_node, op_groups
 from simulator.profile import Profile
+from simulator.relevel import cpu_name
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class KernelCall:
 
 def machine_meta(device: torch.device) -> dict[str, Any]:
     """Where and when a profile was measured."""
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     return {
         "device": f"{device} ({name})",
         "host": platform.node(),
@@ -56,16 +56,6 @@ def machine_meta(device: torch.device) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "threads": 1 if device.type == "cpu" else None,
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 # ---- re-creating kernel calls -------------------------------------------------------
