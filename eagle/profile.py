@@ -6,8 +6,8 @@
     eagle-profile --device cpu --refit       # seconds: re-fit a profile's stored steps
 
 Measures every distinct kernel call of the suites' training steps (`simulator.hardware.
-profiler`), copies of many sizes, and, on CPU workers, whole steps of the small suites
-(each op's in-step time and the shared host's constants, `simulator.hardware.
+profiler`), copies of many sizes, and whole steps of the small suites (each op's
+in-step time; on CPU workers also the shared host's constants, `simulator.hardware.
 calibration`); fits the device type's roofline and writes a resumable profile file that
 `CostModel.default` reads (DESIGN.md, "Cost model"). It lives here, beside `eagle-run`
 and `eagle-validate`, because it needs the suites; the measuring itself knows none.
@@ -236,9 +236,8 @@ def _gpu_in_step_times(
     median in-step time, plus an equal share of the rest of the step (the thread's loop
     between ops), becomes its signature's `in_step_s` (the median over a signature's ops).
     """
-    name = f"gpu{device.index or 0}" if device.type == "cuda" else "cpu0"
-    cluster = Cluster.from_dict({"name": "one-gpu", "devices": [
-        {"name": name, "type": prof.device_type, "memory": 1e12}]})  # fmt: skip
+    gpu = {"name": f"gpu{device.index or 0}", "type": prof.device_type, "memory": 1e12}
+    cluster = Cluster.from_dict({"name": "one-gpu", "devices": [gpu]})
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
@@ -289,8 +288,8 @@ def _refit(names: list[str], out: Path) -> int:
 
 def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
     """`--steps-only`: re-measure, into a complete profile, what is measured on whole
-    steps of the small suites (`_in_step_times`, `_fit_two_workers`); the ops timed
-    alone, the copies and the roofline are kept."""
+    steps of the small suites (CPU workers: `_in_step_times`, `_fit_two_workers`; a GPU:
+    `_gpu_in_step_times`); the ops timed alone, the copies and the roofline are kept."""
     if not out.exists():
         raise CliError(f"--steps-only updates a complete profile; {out} does not exist")
     prof = Profile.load(out)
@@ -315,8 +314,8 @@ def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
     return 0
 
 
-# Steps of the GPU alone per small suite (`_gpu_in_step_times`): a GPU's step time barely
-# drifts, unlike a shared CPU's; ten steps took under a second each on the H200.
+# Steps of the GPU alone per small suite (`_gpu_in_step_times`): on the H200 a small
+# suite's step takes 16-40 ms, so ten take under half a second.
 GPU_STEPS = 10
 RELEVEL_KERNELS = 12  # reference kernels per kind and suite (`_relevel`)
 # Rounds of fresh workers for the steps: with 4, GNMT-small's one-worker step came out
@@ -447,9 +446,9 @@ def main(argv: list[str] | None = None) -> int:
         "--steps-only",
         action="store_true",
         help="only re-measure what whole steps of the small suites give (each op's time "
-        "inside a step, a second CPU worker's contention, the hand-off latency) into the "
-        "complete profile at --out (8-20 minutes for the three small suites here; the rest "
-        "is kept)",
+        "inside a step; on CPUs also a second worker's contention and the hand-off "
+        "latency) into the complete profile at --out (CPU: 8-20 minutes for the three "
+        "small suites here; GPU: under a minute; the rest is kept)",
     )
     p.add_argument(
         "--refit",

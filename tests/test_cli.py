@@ -279,7 +279,7 @@ def test_unknown_cluster_name(capsys, files):
         capsys,
         [files["graph"], "--cluster", "p100x99", "--device", "gpu0"],
         "unknown cluster 'p100x99'",
-        "cpu2, p100x4, p100x8",
+        "cpu2, h200, p100x4, p100x8",
     )
 
 
