@@ -348,37 +348,38 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     raw = CostModel.default(cluster, [profile_path], relevel=False)
     ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS}
     parts: list[dict[str, float]] = []  # per suite: its one-worker step's seconds by kind
-    programs = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
-    try:
-        for name in names:
-            programs[name] = suites.program(name, "small")
-            graph, module, _ = programs[name]
-            times = raw.op_times(graph)[:, 0]
-            kinds = [
-                relevels.kind(graph.op_type(i), rows[sig]["median_s"] if sig in rows else t)
-                for i, (sig, t) in enumerate(zip(graph.signatures, times, strict=True))
-            ]
-            parts.append({k: float(times[[x == k for x in kinds]].sum()) for k in ratios})
-            by_kind: dict[str, list[Any]] = {k: [] for k in ratios}
-            for call in kernel_calls(module, graph):
-                row = rows.get(call.signature)
-                if row is not None:
-                    by_kind[relevels.kind(row["type"], row["median_s"])].append(call)
+    graphs = {}
+    measured: dict[str, dict[str, float]] = {}
+    places: dict[str, dict[str, Any]] = {}
+    for name in names:
+        graph, module, args = suites.program(name, "small")
+        graphs[name] = graph
+        times = raw.op_times(graph)[:, 0]
+        kinds = [
+            relevels.kind(graph.op_type(i), rows[sig]["median_s"] if sig in rows else t)
+            for i, (sig, t) in enumerate(zip(graph.signatures, times, strict=True))
+        ]
+        parts.append({k: float(times[[x == k for x in kinds]].sum()) for k in ratios})
+        by_kind: dict[str, list[Any]] = {k: [] for k in ratios}
+        for call in kernel_calls(module, graph):
+            row = rows.get(call.signature)
+            if row is not None:
+                by_kind[relevels.kind(row["type"], row["median_s"])].append(call)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
+        try:
             for k, calls in by_kind.items():
                 calls.sort(key=lambda c: rows[c.signature]["median_s"])
                 for call in _spread(calls, RELEVEL_KERNELS):
                     here, _, _ = time_call(call.make(device), device, min_seconds=0.02)
                     ratios[k].append(here / rows[call.signature]["median_s"])
-    finally:
-        torch.set_num_threads(threads)
-    missing = [k for k, v in ratios.items() if not v]
-    if missing:
-        raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
-    measured: dict[str, dict[str, float]] = {}
-    places: dict[str, dict[str, Any]] = {}
-    for name, (graph, module, args) in programs.items():
+        finally:
+            torch.set_num_threads(threads)
+        # The steps with this suite's program alone in the process, as in `eagle-validate`:
+        # with the other two suites' programs loaded, BERT-small's one-worker step came out
+        # 4% and 7% slower (two tries), and reports had read it 4-12% faster than the
+        # re-level before them, which measured every suite with all three loaded
+        # (results/fidelity/README.md, "On a fourth machine").
         validator = Validator(graph, Program(module, args), cluster, raw, statistic="paired")
         places[name] = {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
                         "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
@@ -387,6 +388,11 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
             for point in validator.measure_many(places[name]):
                 steps[point.label] += point.times
         measured[name] = {label: fastest_level(t) for label, t in steps.items()}
+        del module, args, validator
+        gc.collect()
+    missing = [k for k, v in ratios.items() if not v]
+    if missing:
+        raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
     kernels = {k: float(np.median(v)) for k, v in ratios.items()}
     factors = relevels.fit_factors(kernels, parts, [m["one worker"] for m in measured.values()])
     found = relevels.Relevel(
@@ -402,7 +408,7 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     found.save()
     model = CostModel.default(cluster, [profile_path])  # with the factors just saved
     checks: dict[str, dict[str, float]] = {}
-    for name, (graph, _, _) in programs.items():
+    for name, graph in graphs.items():
         checks[name] = {}
         for label, placement in places[name].items():
             checks[name][f"{label} measured"] = measured[name][label]
