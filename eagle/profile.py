@@ -20,6 +20,7 @@ import argparse
 import datetime
 import gc
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from simulator.hardware.calibration import (
     stored_cases,
     two_worker_cluster,
 )
-from simulator.hardware.executor import Executor, Program, handoff_latency
+from simulator.hardware.executor import Executor, Measurement, Program, handoff_latency
 from simulator.hardware.fidelity import Validator, fastest_level, predict
 from simulator.hardware.profiler import (
     kernel_calls,
@@ -195,31 +196,16 @@ def _in_step_times(
     step's op times alone, without the rescaling, predicted BERT-small 1.39x its paired
     level (results/fidelity/README.md, "op times at the speed reports use").
     """
-    cluster = two_worker_cluster(prof.device_type)
-    isolated = {row["signature"]: row["median_s"] for row in prof.ops}
-    model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
-    per_suite = []
     cases = []
-    samples: dict[str, list[float]] = {}
-    for name in suite_names:
-        graph, module, args = suites.program(name, "small")
-        predicted = model.op_times(graph)[:, 0]
-        runner = Executor(Program(module, args), graph, cluster, model)
+
+    def measure(runner: Executor, name: str) -> tuple[float, Measurement]:
         case, steps = measure_calibration(runner, name)
         cases.append(case)
         step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
-        one_worker = case.measured[0]  # `calibration_placements` starts with it
-        kernels = max(1, int(np.count_nonzero(predicted)))
-        per_suite.append((one_worker - float(predicted.sum())) / kernels)
-        timed = {i: sig for i, sig in enumerate(graph.signatures) if sig is not None}
-        speed = one_worker / step.step_time
-        loop = (one_worker - speed * float(step.op_time[list(timed)].sum())) / max(1, len(timed))
-        for i, sig in timed.items():
-            samples.setdefault(sig, []).append(float(step.op_time[i]) * speed + loop)
-    for row in prof.ops:
-        if row["signature"] in samples:
-            row["in_step_s"] = float(np.median(samples[row["signature"]]))
-    return max(0.0, float(np.median(per_suite))), cases
+        return case.measured[0], step  # `calibration_placements` starts with one worker
+
+    cluster = two_worker_cluster(prof.device_type)
+    return _record_in_step_times(prof, roofline, cluster, suite_names, measure), cases
 
 
 def _gpu_in_step_times(
@@ -238,21 +224,43 @@ def _gpu_in_step_times(
     """
     gpu = {"name": f"gpu{device.index or 0}", "type": prof.device_type, "memory": 1e12}
     cluster = Cluster.from_dict({"name": "one-gpu", "devices": [gpu]})
+
+    def measure(runner: Executor, name: str) -> tuple[float, Measurement]:
+        alone = np.zeros(runner.graph.num_ops, dtype=np.int64)
+        step = runner.measure(alone, warmup=2, repeats=GPU_STEPS)
+        return step.step_time, step
+
+    return _record_in_step_times(prof, roofline, cluster, suite_names, measure)
+
+
+def _record_in_step_times(
+    prof: Profile,
+    roofline: Roofline,
+    cluster: Cluster,
+    suite_names: list[str],
+    measure: Callable[[Executor, str], tuple[float, Measurement]],
+) -> float:
+    """Per small suite, run `measure` on the executor of its step on the one-device
+    placement: it returns the step's time (its level) and a step whose ops' times to
+    keep. Each op's time, rescaled to that level, plus an equal share of the rest of the
+    step (the worker loop between ops) is a sample of its signature's `in_step_s` (their
+    median). Returns the per-op overhead of ops only timed alone: per suite, (the level
+    - the isolated times' sum) / kernels, the median over the suites."""
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
     samples: dict[str, list[float]] = {}
-    for suite in suite_names:
-        graph, module, args = suites.program(suite, "small")
+    for name in suite_names:
+        graph, module, args = suites.program(name, "small")
         predicted = model.op_times(graph)[:, 0]
-        runner = Executor(Program(module, args), graph, cluster, model)
-        step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=GPU_STEPS)
+        level, step = measure(Executor(Program(module, args), graph, cluster, model), name)
         kernels = max(1, int(np.count_nonzero(predicted)))
-        per_suite.append((step.step_time - float(predicted.sum())) / kernels)
+        per_suite.append((level - float(predicted.sum())) / kernels)
         timed = {i: sig for i, sig in enumerate(graph.signatures) if sig is not None}
-        loop = (step.step_time - float(step.op_time[list(timed)].sum())) / max(1, len(timed))
+        speed = level / step.step_time
+        loop = (level - speed * float(step.op_time[list(timed)].sum())) / max(1, len(timed))
         for i, sig in timed.items():
-            samples.setdefault(sig, []).append(float(step.op_time[i]) + loop)
+            samples.setdefault(sig, []).append(float(step.op_time[i]) * speed + loop)
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))

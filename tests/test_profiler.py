@@ -18,7 +18,7 @@ from simulator.hardware.calibration import SharedHostCase, calibration_placement
 from simulator.hardware.executor import Measurement
 from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
 from simulator.profile import Profile
-from tests.test_executor import tiny_step
+from tests.test_executor import needs_cuda, tiny_step
 
 CPU = torch.device("cpu")
 
@@ -199,7 +199,7 @@ def test_cli_refuses_an_output_dir_that_does_not_exist(tmp_path, capsys):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_cuda
 def test_cuda_kernels_are_timed_by_events():
     _, _, _, graph, program = tiny_step(dropout=0.0)
     calls = kernel_calls(program.module, graph)
