@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -95,6 +96,30 @@ def test_measure_many_interleaves_the_placements_steps(cpu2):
     # in a fresh order each repeat (seeded), so that no placement always follows another
     turns = np.argsort(starts, axis=0).T  # [repeats, placements]
     assert len({tuple(t) for t in turns}) > 1
+
+
+def test_no_worker_exits_before_every_placement_ran_its_last_step(cpu2, monkeypatch):
+    # a worker's exit takes a core: exiting after its own last step, it slowed the last
+    # step of every placement after it in that turn (results/fidelity/README.md)
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    exits = torch.zeros(8, dtype=torch.float64).share_memory_()  # 4 placements x 2 workers
+    slot = torch.zeros(1, dtype=torch.int64).share_memory_()
+    lock = torch.multiprocessing.get_context("fork").Lock()
+    worker = ProcessRunner._worker
+
+    def noting_its_exit(self, d, plan, shared, runs):
+        worker(self, d, plan, shared, runs)
+        with lock:
+            exits[int(slot[0])] = time.perf_counter()
+            slot[0] += 1
+
+    monkeypatch.setattr(ProcessRunner, "_worker", noting_its_exit)
+    ms = Executor(program, graph, *cpu2).measure_many(
+        list(placements(graph).values()), warmup=1, repeats=2
+    )
+    last_end = max(m.step_starts[-1] + m.step_times[-1] for m in ms)
+    assert int(slot[0]) == 8
+    assert exits.min().item() > last_end
 
 
 def test_measurements_come_back_in_the_placements_order(cpu2):

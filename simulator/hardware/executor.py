@@ -385,6 +385,8 @@ class ProcessRunner:
                 for k in self.turns.permutation(len(sets)):  # each repeat: all start,
                     sets[k][0].barrier.wait(timeout=600)  # all finish
                     sets[k][0].barrier.wait(timeout=600)
+            for shared, _ in sets:  # only now may the workers exit: see `_worker`
+                shared.barrier.wait(timeout=600)
         except threading.BrokenBarrierError:
             failed = next((s for s, _ in started.values() if not s.errors.empty()), None)
             why = failed.errors.get() if failed is not None else "a worker died"
@@ -511,6 +513,11 @@ class ProcessRunner:
                     if place[ex.op_of[ex.loss_node]] == d:
                         shared.loss[0] = float(env[ex.loss_node])
                     shared.barrier.wait()
+            # Exit only once every set has run its last step: a worker's exit (freeing
+            # its heap, the interpreter's teardown) took a core while the next set ran,
+            # and every placement's last step came out slower, GNMT-small's about 2x
+            # (results/fidelity/README.md, "The last step").
+            shared.barrier.wait()
         except BaseException as e:
             shared.errors.put(f"{type(e).__name__}: {e}")
             shared.barrier.abort()
@@ -699,7 +706,8 @@ class _Shared:
     busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
     op_time: torch.Tensor  # [repeats, ops] seconds of each op (with the copies it makes)
     loss: torch.Tensor  # [1]
-    barrier: Any  # multiprocessing.Barrier: the parent and every worker, twice a repeat
+    barrier: Any  # multiprocessing.Barrier: the parent and every worker, twice a
+    # repeat and once at the end
     errors: Any  # multiprocessing.SimpleQueue of worker failures
 
 
