@@ -465,6 +465,8 @@ class ProcessRunner:
             # (measured: 300-700 ms pauses in a 40 ms step); the step frees by refcount.
             gc.disable()
             flags, awake = shared.flags.numpy(), shared.awake.numpy()
+            starts, ends = shared.starts.numpy(), shared.ends.numpy()
+            busy_times, op_times = shared.busy.numpy(), shared.op_time.numpy()
             work, steps = self._steps(d, plan)
             local = ex._inputs(place, d)
             received = {  # another device's values, as their copies here
@@ -483,11 +485,11 @@ class ProcessRunner:
                     awake[d] = gen  # the start line: see `ProcessRunner.run`
                     while awake.min() < gen:
                         os.sched_yield()
-                    shared.starts[r, d] = time.perf_counter()
+                    starts[r, d] = time.perf_counter()
                     env = _WorkerEnv(local, received)
                     fetch = env.__getitem__
                     busy = 0.0
-                    op_time = shared.op_time[r].numpy()
+                    op_time = op_times[r]
                     for i, (waits, nodes, copies) in zip(work, steps, strict=True):
                         for k in waits:
                             while flags[k] < gen:
@@ -508,10 +510,14 @@ class ProcessRunner:
                         busy += op_time[i]
                         for k, _ in copies:
                             flags[k] = gen
-                    shared.ends[r, d] = time.perf_counter()
-                    shared.busy[r, d] = busy
+                    ends[r, d] = time.perf_counter()
+                    busy_times[r, d] = busy
                     if place[ex.op_of[ex.loss_node]] == d:
                         shared.loss[0] = float(env[ex.loss_node])
+                    # Free the step's values now, before the barrier, not when the next
+                    # step rebinds them: that took 0.3-0.8 ms of BERT-small's timed step on
+                    # cpu2, before its first op (results/fidelity/README.md, "The last step").
+                    del env, fetch
                     shared.barrier.wait()
             # Exit only once every set has run its last step: a worker's exit (freeing
             # its heap, the interpreter's teardown) took a core while the next set ran,
