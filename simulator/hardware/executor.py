@@ -377,6 +377,7 @@ class ProcessRunner:
         a median 5-15 us apart with the line. The simulator starts every device at 0."""
         context = multiprocessing.get_context("fork")
         started: dict[int, tuple[_Shared, list[Any]]] = {}
+        finished = False
         try:
             for k in self.turns.permutation(len(places)):
                 started[int(k)] = self._start_workers(context, places[k], orders[k], runs)
@@ -387,13 +388,16 @@ class ProcessRunner:
                     sets[k][0].barrier.wait(timeout=600)
             for shared, _ in sets:  # only now may the workers exit: see `_worker`
                 shared.barrier.wait(timeout=600)
+            finished = True
         except threading.BrokenBarrierError:
             failed = next((s for s, _ in started.values() if not s.errors.empty()), None)
             why = failed.errors.get() if failed is not None else "a worker died"
             raise ExecutorError(f"executing {self.executor.graph.name!r} failed: {why}") from None
         finally:
             for shared, workers in started.values():
-                shared.barrier.abort()  # frees the workers of other sets if one failed
+                if not finished:  # frees the workers of other sets if one failed (not
+                    shared.barrier.abort()  # after a run: a worker still leaving the last
+                    # barrier would find it broken and fail)
                 for w in workers:
                     w.join(timeout=5)
                     if w.is_alive():
