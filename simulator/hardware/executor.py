@@ -395,9 +395,10 @@ class ProcessRunner:
             raise ExecutorError(f"executing {self.executor.graph.name!r} failed: {why}") from None
         finally:
             for shared, workers in started.values():
-                if not finished:  # frees the workers of other sets if one failed (not
-                    shared.barrier.abort()  # after a run: a worker still leaving the last
-                    # barrier would find it broken and fail)
+                # Abort frees the workers of other sets if one failed; not after a run,
+                # where a worker still leaving the last barrier would find it broken.
+                if not finished:
+                    shared.barrier.abort()
                 for w in workers:
                     w.join(timeout=5)
                     if w.is_alive():
@@ -716,8 +717,7 @@ class _Shared:
     busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
     op_time: torch.Tensor  # [repeats, ops] seconds of each op (with the copies it makes)
     loss: torch.Tensor  # [1]
-    barrier: Any  # multiprocessing.Barrier: the parent and every worker, twice a
-    # repeat and once at the end
+    barrier: Any  # the parent and every worker meet: twice a repeat, once at the end
     errors: Any  # multiprocessing.SimpleQueue of worker failures
 
 
