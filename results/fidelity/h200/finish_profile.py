@@ -10,6 +10,16 @@ every signature is in it, and writes the complete profile:
 
     PYTHONPATH=. .venv/bin/python results/fidelity/h200/finish_profile.py \
         results/fidelity/h200/lease2/nvidia-h200-partial.json.gz simulator/profiles/nvidia-h200.json.gz
+
+A third argument names a profile whose in-step op times and per-op overhead to keep
+instead of the run's: the lease of 2026-12-04 17:40 finished the full-size suites while
+CPU reports ran on other cores of the host, and its in-step times came out 8.5% higher
+(median) and its overhead 25.7 us against 9.5 us measured with the host idle
+(results/fidelity/README.md, "On the H200's host"):
+
+    PYTHONPATH=. .venv/bin/python results/fidelity/h200/finish_profile.py \
+        results/fidelity/xeon-2026-12-04/nvidia-h200-full.json.gz \
+        simulator/profiles/nvidia-h200.json.gz simulator/profiles/nvidia-h200.json.gz
 """
 
 from __future__ import annotations
@@ -23,8 +33,16 @@ from simulator.devices import DATASHEET
 from simulator.profile import Profile
 
 
-def main(partial: Path, out: Path) -> None:
+def main(partial: Path, out: Path, in_step_from: Path | None = None) -> None:
     prof = Profile.load(partial, allow_incomplete=True)
+    if in_step_from is not None:
+        kept = Profile.load(in_step_from)
+        in_step = {row["signature"]: row["in_step_s"] for row in kept.ops if "in_step_s" in row}
+        for row in prof.ops:
+            row.pop("in_step_s", None)
+            if row["signature"] in in_step:
+                row["in_step_s"] = in_step[row["signature"]]
+        prof.fit["op_overhead"] = kept.fit["op_overhead"]
     measured = {row["signature"] for row in prof.ops if len(row["samples_s"]) == 3}
     prof.ops = [row for row in prof.ops if row["signature"] in measured]
     covered = []
@@ -49,4 +67,4 @@ def main(partial: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(*(Path(arg) for arg in sys.argv[1:4]))
