@@ -9,7 +9,8 @@ times and per-op overhead the run had measured, lists as profiled only the suite
 every signature is in it, and writes the complete profile:
 
     PYTHONPATH=. .venv/bin/python results/fidelity/h200/finish_profile.py \
-        results/fidelity/h200/lease2/nvidia-h200-partial.json.gz simulator/profiles/nvidia-h200.json.gz
+        results/fidelity/h200/lease2/nvidia-h200-partial.json.gz \
+        simulator/profiles/nvidia-h200.json.gz
 
 A third argument names a profile whose in-step op times and per-op overhead to keep
 instead of the run's: the lease of 2026-12-04 17:40 finished the full-size suites while
