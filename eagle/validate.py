@@ -3,7 +3,7 @@
     eagle-validate --suite gnmt --cluster cpu2 --n 20 [--variant small] [--seed 0]
                    [--repeats 4] [--rounds 8] [--placements a.json b.json]
                    [--out results/fidelity/gnmt]
-    eagle-validate --suite gnmt --cluster cpu2 --pool results/fidelity/history
+    eagle-validate --suite gnmt --cluster cpu2 --pool results/fidelity/history [DIR ...]
 
 The placements measured: every single device, the suite's expert placement, the
 non-learning baselines (METIS, m-TOPO, m-ETF, HEFT), any placement files given (an
@@ -36,15 +36,18 @@ measured in their place), the 90% intervals of the first two over resampled roun
 `split_half_tau`: Kendall's tau between two halves of the rounds (alternate blocks of 4),
 what this measurement's noise lets any model reach; `round_spread`: the machine's noise
 while it ran, the command, machine and cost-model
-provenance) and `placements.json.gz` (every placement measured, by label: the device
-index of each op) to `out`.
+provenance), `placements.json.gz` (every placement measured, by label: the device
+index of each op) and, if a re-level applied, `relevel-TYPE.json` (that re-level) to `out`.
 
-With `--pool DIR`, it measures nothing: it re-predicts, with the current cost model, the
-placements of every report in DIR's folders of that suite, variant and cluster, and
-pools their measured times (`simulator.hardware.fidelity.pool_runs`): one run's tau is mostly
-noise on a shared host, so a change to the model is judged against many runs. Only the
-placements every report measured count (a label whose placement differs between reports
-is left out).
+With `--pool DIR [DIR ...]`, it measures nothing: it re-predicts, with the current cost
+model, the placements of every report in the DIRs' folders of that suite, variant and
+cluster, and pools their measured times (`simulator.hardware.fidelity.pool_runs`): one
+run's tau is mostly noise on a shared host, so a change to the model is judged against
+many runs. A report that kept its re-level is re-predicted with it, as on the machine
+that measured it (a report whose re-level maps another profile is left out, and named);
+the others with the profile as measured. Only the placements every report measured count
+in the pool (a label whose placement differs between reports is left out); each report's
+own tau and median APE over all its placements are printed too.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
 from eagle.errors import EagleError
 from eagle.problem import Problem, problem_from_config
 from simulator import CostModel, SimulatorError, placement_from_json
+from simulator import relevel as relevels
+from simulator.errors import CostModelError
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray
 from simulator.hardware.executor import Program
@@ -79,6 +84,7 @@ from simulator.hardware.fidelity import (
     Validator,
     bootstrap_rounds,
     fidelity,
+    kendall_tau,
     pool_runs,
     predict,
     scatter,
@@ -87,6 +93,8 @@ from simulator.hardware.fidelity import (
 from simulator.placement import dealt_in_chunks, moved_off_one_device
 
 PLACEMENTS_FILE = "placements.json.gz"
+Times = dict[tuple[str, bytes], float]  # seconds by (label, placement as bytes)
+RELEVEL_FILES = "relevel-*.json"  # a report's re-levels, one per device type ("*")
 RANDOM_TRIES = 50  # random draws per placement wanted before settling for fewer
 # Above this median error of the profile as measured, and with no re-level for this
 # host, a report warns: on cpu2 the committed profile met 2-4% on the machine that
@@ -102,14 +110,25 @@ class ValidateError(Exception):
 
 
 @dataclass(frozen=True)
+class ReportCheck:
+    """One report re-predicted with the current model, all its placements."""
+
+    report: str  # its folder, under the DIR given
+    relevelled: bool  # re-predicted with the re-level it kept
+    kendall_tau: float
+    median_ape: float
+
+
+@dataclass(frozen=True)
 class PooledReports:
     """Reports of one suite re-predicted with the current model and pooled (`pool`)."""
 
     suite: str
-    reports: list[str]  # their folders' names
+    reports: list[ReportCheck]
     labels: list[str]  # the placements all of them measured
-    predicted: list[float]  # seconds, by the current model
+    predicted: list[float]  # seconds, by the current model (geometric mean over reports)
     pooled: Pooled
+    left_out: list[str]  # reports whose re-level does not apply, and why
 
 
 def parser() -> argparse.ArgumentParser:
@@ -134,8 +153,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--placements", nargs="*", type=Path, default=[], metavar="FILE",
                    help="placement files to measure too (a run dir's placement.json)")  # fmt: skip
     p.add_argument("--out", type=Path, help="report folder (default: results/fidelity/SUITE)")
-    p.add_argument("--pool", type=Path, metavar="DIR", help="measure nothing: re-predict and "
-                   "pool the reports in DIR/*/ of this suite, variant and cluster")  # fmt: skip
+    p.add_argument("--pool", type=Path, nargs="+", metavar="DIR", help="measure nothing: "
+                   "re-predict and pool the reports in DIR/*/ of this suite, variant and "
+                   "cluster, each with the re-level it kept")  # fmt: skip
     return p
 
 
@@ -287,6 +307,8 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
     run_dir.write_json(out / "summary.json", summary)
     placements = json.dumps({label: p.tolist() for label, p in chosen.items()})
     run_dir.write_bytes(out / PLACEMENTS_FILE, gzip.compress(placements.encode("utf-8")))
+    for found in cost_model.relevels.values():  # so that `--pool` re-predicts it as here
+        found.save(out / RELEVEL_FILES.replace("*", found.device_type))
     return summary
 
 
@@ -295,11 +317,12 @@ def pool(args: argparse.Namespace) -> PooledReports:
     problem = _problem(args)
     name, variant = problem.suite, args.variant
     graph, cluster = problem.graph, problem.cluster
-    # the committed history was measured where the profile was: this host's re-level,
-    # if any, would re-rank its placements by another machine's kinds of op
-    cost_model = CostModel.default(cluster, relevel=False)
-    runs: list[tuple[str, dict[tuple[str, bytes], float]]] = []
-    for summary_path in sorted(Path(args.pool).glob("*/summary.json")):
+    # a report without a re-level was measured where the profile was (the committed
+    # history): this host's re-level would re-rank it by another machine's kinds of op
+    as_measured = CostModel.default(cluster, relevel=False)
+    runs: list[tuple[ReportCheck, Times, Times]] = []  # measured, predicted
+    left_out = []
+    for summary_path in sorted(p for d in args.pool for p in Path(d).glob("*/summary.json")):
         folder = summary_path.parent
         about = parse_json(read_limited(summary_path))
         if not isinstance(about, dict):
@@ -308,44 +331,62 @@ def pool(args: argparse.Namespace) -> PooledReports:
             name, variant, cluster.name,
         ):  # fmt: skip
             continue
-        if not (folder / PLACEMENTS_FILE).exists():
-            raise ValidateError(
-                f"{folder} has no {PLACEMENTS_FILE}; re-run eagle-validate to write one"
-            )
-        placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
-        if not isinstance(placements, dict):
-            raise ValidateError(f"{folder / PLACEMENTS_FILE} must map labels to placements")
-        points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
-        if not {"label", "measured"} <= set(points.columns):
-            raise ValidateError(f"{folder / 'points.csv'} lacks the label or measured column")
-        measured = points.set_index("label").measured
-        missing = [str(label) for label in measured.index if label not in placements]
-        if missing:
-            raise ValidateError(
-                f"{folder}: placement {missing[0]!r} of points.csv is not in "
-                f"{PLACEMENTS_FILE}; the two must come from the same eagle-validate run"
-            )
-        keyed = {
-            (str(label), np.asarray(placements[label], dtype=np.int64).tobytes()): float(t)
-            for label, t in measured.items()
-        }
-        runs.append((folder.name, keyed))
+        report = f"{folder.parent.name}/{folder.name}"
+        kept = {r.device_type: r for r in map(relevels.load, sorted(folder.glob(RELEVEL_FILES)))}
+        try:
+            model = CostModel.default(cluster, relevel=kept) if kept else as_measured
+        except CostModelError as e:
+            left_out.append(f"{report}: {e}")
+            continue
+        keyed = _measured(folder)
+        priced = {key: predict(graph, np.frombuffer(key[1], dtype=np.int64), cluster, model)
+                  for key in keyed}  # fmt: skip
+        p, m = np.array(list(priced.values())), np.array(list(keyed.values()))
+        check = ReportCheck(report, bool(kept), kendall_tau(p, m),
+                            float(np.median(np.abs(p - m) / m)))  # fmt: skip
+        runs.append((check, keyed, priced))
     if not runs:
         raise ValidateError(
-            f"no reports of {name}/{variant} on {cluster.name} in {args.pool}/*/summary.json"
+            f"no reports of {name}/{variant} on {cluster.name} in "
+            f"{', '.join(map(str, args.pool))} (*/summary.json)"
         )
-    common = sorted(set.intersection(*(set(keyed) for _, keyed in runs)))
+    common = sorted(set.intersection(*(set(keyed) for _, keyed, _ in runs)))
     if len(common) < 2:
         raise ValidateError(f"the {len(runs)} reports share fewer than 2 placements")
-    predicted = [predict(graph, np.frombuffer(key, dtype=np.int64), cluster, cost_model)
-                 for _, key in common]  # fmt: skip
+    predicted = [[priced[k] for k in common] for _, _, priced in runs]
     return PooledReports(
         suite=name,
-        reports=[folder for folder, _ in runs],
+        reports=[check for check, _, _ in runs],
         labels=[label for label, _ in common],
-        predicted=predicted,
-        pooled=pool_runs(predicted, [[keyed[k] for k in common] for _, keyed in runs]),
+        predicted=np.exp(np.log(predicted).mean(axis=0)).tolist(),
+        pooled=pool_runs(predicted, [[keyed[k] for k in common] for _, keyed, _ in runs]),
+        left_out=left_out,
     )
+
+
+def _measured(folder: Path) -> Times:
+    """A report's measured seconds by (label, placement bytes), from its files."""
+    if not (folder / PLACEMENTS_FILE).exists():
+        raise ValidateError(
+            f"{folder} has no {PLACEMENTS_FILE}; re-run eagle-validate to write one"
+        )
+    placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
+    if not isinstance(placements, dict):
+        raise ValidateError(f"{folder / PLACEMENTS_FILE} must map labels to placements")
+    points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
+    if not {"label", "measured"} <= set(points.columns):
+        raise ValidateError(f"{folder / 'points.csv'} lacks the label or measured column")
+    measured = points.set_index("label").measured
+    missing = [str(label) for label in measured.index if label not in placements]
+    if missing:
+        raise ValidateError(
+            f"{folder}: placement {missing[0]!r} of points.csv is not in "
+            f"{PLACEMENTS_FILE}; the two must come from the same eagle-validate run"
+        )
+    return {
+        (str(label), np.asarray(placements[label], dtype=np.int64).tobytes()): float(t)
+        for label, t in measured.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,6 +456,12 @@ def _print_pooled(result: PooledReports) -> None:
         f"in all of them; Kendall tau {pooled.mean_tau:.2f} per report on average, "
         f"{pooled.pooled_tau:.2f} pooled; the model misses by {pooled.rms_miss:.1%} (rms)"
     )
+    for report in result.left_out:
+        print(f"  left out: {report}")
+    print("report                              Kendall tau  median APE, all its placements")
+    for r in result.reports:
+        level = "re-levelled as measured" if r.relevelled else "profile as measured"
+        print(f"  {r.report:<34}{r.kendall_tau:5.2f}  {r.median_ape:10.1%}   ({level})")
     print("placement             predicted    measured vs predicted, relative to the rest")
     for label, t, miss in sorted(
         zip(result.labels, result.predicted, pooled.miss, strict=True),

@@ -80,7 +80,11 @@ class CostModel:
 
     @classmethod
     def default(
-        cls, cluster: Cluster, profiles: Iterable[Path] | None = None, *, relevel: bool = True
+        cls,
+        cluster: Cluster,
+        profiles: Iterable[Path] | None = None,
+        *,
+        relevel: bool | Mapping[str, relevels.Relevel] = True,
     ) -> CostModel:
         """Measured profiles where they exist, else datasheet rooflines.
 
@@ -91,7 +95,9 @@ class CostModel:
         With `relevel` (the default), a re-level of a profile measured on this host
         (`eagle-profile --relevel`, `simulator.relevel`) scales its times to this
         machine: kernels by kind, the roofline, the per-op overhead, and the hand-off
-        and read costs of links between devices of the type.
+        and read costs of links between devices of the type. Given re-levels (device
+        type -> re-level) apply instead of this host's: those a report kept, to
+        re-predict it where it was measured (`eagle-validate --pool`).
         """
         rooflines = {**DATASHEET, **cluster.device_types}
         measured: dict[str, dict[str, float]] = {}
@@ -114,7 +120,15 @@ class CostModel:
             sources[t] = (
                 f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
             )
-            found = relevels.for_profile(t, Path(path)) if relevel else None
+            if isinstance(relevel, Mapping):
+                found = relevel.get(t)
+                if found is not None and found.profile_sha != relevels.profile_sha(Path(path)):
+                    raise CostModelError(
+                        f"the re-level of {t} of {found.date} maps another profile than "
+                        f"{path}; re-predict with the profile it was measured for"
+                    )
+            else:
+                found = relevels.for_profile(t, Path(path)) if relevel else None
             if found is not None:
                 measured[t] = {
                     row["signature"]: measured[t][row["signature"]]

@@ -139,8 +139,10 @@ class Relevel:
     def path(self) -> Path:
         return relevel_dir() / f"{self.host}__{self.device_type}.json"
 
-    def save(self) -> Path:
-        path = self.path()
+    def save(self, path: Path | None = None) -> Path:
+        """Write it where the cost model looks (`path()`), or to `path`: a report keeps
+        the re-level its predictions used (`eagle-validate`)."""
+        path = path or self.path()
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps({"format": FORMAT, **asdict(self)}, indent=1).encode())
         return path

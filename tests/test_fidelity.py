@@ -138,6 +138,22 @@ def test_pooled_runs_by_hand():
     # run 2's tau-b: 2 concordant pairs, 1 tied in the measurement: 2 / sqrt(3 x 2)
     assert pooled.mean_tau == pytest.approx((1 + 2 / np.sqrt(6)) / 2)
     assert pooled.pooled_tau == 1.0
+    # the same prediction given once per run: the same pool
+    assert pool_runs([[1, 2, 4], [1, 2, 4]], [[2, 4, 8], [1, 4, 4]]) == pooled
+
+
+def test_pooled_runs_with_a_prediction_per_run_by_hand():
+    # run 1 predicted 2, 4, 8 s (its machine's level) and measured so; run 2 predicted
+    # 1, 1, 4 and measured 1, 4, 4. In log2 units, centred: predictions -1, 0, 1 and
+    # -2/3, -2/3, 4/3, averaged -5/6, -1/3, 7/6; the pooled times (as above) -7/6, 1/3,
+    # 5/6; miss -1/3, 2/3, -1/3 (x ln 2).
+    pooled = pool_runs([[2, 4, 8], [1, 1, 4]], [[2, 4, 8], [1, 4, 4]])
+    ln2 = np.log(2)
+    assert pooled.miss == pytest.approx([-ln2 / 3, 2 * ln2 / 3, -ln2 / 3])
+    # each run against its own prediction: 1, and run 2's tau-b with one tie on each
+    # side: 1 concordant pair / sqrt(2 x 2)
+    assert pooled.mean_tau == pytest.approx((1 + 0.5) / 2)
+    assert pooled.pooled_tau == 1.0
 
 
 @pytest.mark.parametrize("suite", ["bert", "gnmt", "inception_v3"])

@@ -132,9 +132,15 @@ def test_a_relevel_of_another_machine_of_the_same_name_does_not_apply(setup):
     here.save()
     assert relevels.load(here.path()).machine == relevels.this_machine()
     assert relevels.for_profile("npu", path) == here
-    relevels.Relevel(**{**found.__dict__, "machine": "Intel(R) Xeon(R), 16 CPUs"}).save()
+    xeon = relevels.Relevel(**{**found.__dict__, "machine": "Intel(R) Xeon(R), 16 CPUs"})
+    kept = xeon.save(path.parent / "report" / "relevel-npu.json")  # as a report keeps it
+    assert relevels.load(kept) == xeon and relevels.for_profile("npu", path) == here
+    xeon.save()
     assert relevels.for_profile("npu", path) is None
     assert "re-levelled" not in CostModel.default(cluster, [path]).provenance()["npu"]
+    # given, it applies wherever this runs (to re-predict the report it came with)
+    given = CostModel.default(cluster, [path], relevel={"npu": xeon})
+    assert given.relevels == {"npu": xeon} and "re-levelled" in given.provenance()["npu"]
 
 
 def test_stored_and_read_back_and_bad_files_refused(setup):

@@ -13,6 +13,8 @@ import pytest
 from eagle.problem import problem_from_config
 from eagle.validate import candidates, main, parser, pool
 from simulator import Cluster, CostModel
+from simulator import relevel as relevels
+from simulator.cost_model import PROFILE_DIR
 from simulator.hardware.fidelity import STATISTICS, kendall_tau, predict
 from tests.conftest import graph, problem, unit_cluster
 
@@ -103,17 +105,49 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     other = json.loads((history / "other" / "summary.json").read_text())
     (history / "other" / "summary.json").write_text(json.dumps({**other, "suite": "gnmt"}))
     result = pool(parser().parse_args(["--suite", "bert", "--pool", str(history)]))
-    assert result.reports == ["a", "b"] and len(result.labels) == 8
+    assert [r.report for r in result.reports] == ["history/a", "history/b"]
+    assert len(result.labels) == 8 and not any(r.relevelled for r in result.reports)
     pooled = result.pooled  # two identical runs: as the report itself
     assert pooled.mean_tau == pytest.approx(pooled.pooled_tau)
     order = [points.label.tolist().index(label) for label in result.labels]
     assert pooled.pooled_tau == pytest.approx(kendall_tau(points.predicted, points.measured))
+    assert result.reports[0].kendall_tau == pytest.approx(summary["kendall_tau"])
+    assert result.reports[0].median_ape == pytest.approx(summary["median_ape"])
     log_m, log_p = np.log(points.measured[order]), np.log(points.predicted[order])
     miss = (log_m - log_m.mean()) - (log_p - log_p.mean())
     assert pooled.miss == pytest.approx(miss.tolist())
     capsys.readouterr()
     assert main(["--suite", "bert", "--pool", str(history)]) == 0
     assert "2 reports, 8 placements" in capsys.readouterr().out
+
+    # a report measured on another machine keeps its re-level (eagle-validate writes it
+    # beside the report) and is re-predicted with it: about x2 here (not the cluster's
+    # wake-up cost), so its median APE moves, and the pool's centred miss barely
+    profile = PROFILE_DIR / "cpu-worker.json.gz"
+    there = relevels.Relevel(
+        host="elsewhere", device_type="cpu-worker", date="2026-12-04T17:42",
+        profile=profile.name, profile_sha=relevels.profile_sha(profile),
+        factors={"compute": 2.0, "memory": 2.0, "small": 2.0},
+    )  # fmt: skip
+    there.save(history / "b" / "relevel-cpu-worker.json")
+    with_it = pool(parser().parse_args(["--suite", "bert", "--pool", str(history)]))
+    assert [r.relevelled for r in with_it.reports] == [False, True]
+    model = CostModel.default(cluster, relevel={"cpu-worker": there})
+    doubled = [predict(graph, placements[label], cluster, model) for label in points.label]
+    measured = points.measured.to_numpy()
+    assert with_it.reports[1].median_ape == pytest.approx(
+        np.median(np.abs(np.array(doubled) - measured) / measured)
+    )
+    assert with_it.reports[1].median_ape != pytest.approx(summary["median_ape"])
+    assert with_it.pooled.miss == pytest.approx(pooled.miss, abs=0.02)
+    # a re-level of another profile cannot re-predict it: left out, and said so
+    stale = relevels.Relevel(**{**there.__dict__, "profile_sha": "0" * 16})
+    stale.save(history / "b" / "relevel-cpu-worker.json")
+    capsys.readouterr()
+    assert main(["--suite", "bert", "--pool", str(history)]) == 0
+    out_text = capsys.readouterr().out
+    assert "1 reports" in out_text and "left out: history/b: the re-level" in out_text
+    (history / "b" / "relevel-cpu-worker.json").unlink()
     edited = pd.read_csv(history / "b" / "points.csv").replace({"label": {"heft": "mine"}})
     edited.to_csv(history / "b" / "points.csv", index=False)  # a hand-edited report
     assert main(["--suite", "bert", "--pool", str(history)]) == 2

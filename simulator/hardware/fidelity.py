@@ -331,19 +331,23 @@ def pool_runs(predicted: npt.ArrayLike, measured_runs: npt.ArrayLike) -> Pooled:
     Each run's log times are centred (its level divided out: the machine's speed that
     minute), then averaged over the runs; `miss` is that average less the centred log
     prediction: about the fraction by which each placement ran slower (> 0) or faster
-    than predicted, relative to the others. On a noisy host one run's tau is mostly
-    noise (results/fidelity/README.md, "What we learned so far"), so a change to the
-    model is judged by its pooled miss.
+    than predicted, relative to the others. `predicted` is one prediction for every run,
+    or one per run (`predicted[run][placement]`: runs on other machines, each priced
+    with its own re-level); then each run's tau is against its own, and the pooled
+    times against the centred log predictions averaged over the runs. On a noisy host
+    one run's tau is mostly noise (results/fidelity/README.md, "What we learned so
+    far"), so a change to the model is judged by its pooled miss.
     """
-    pred = np.asarray(predicted, dtype=float)
     runs = np.atleast_2d(np.asarray(measured_runs, dtype=float))
-    logs = np.log(runs)
+    preds = np.broadcast_to(np.atleast_2d(np.asarray(predicted, dtype=float)), runs.shape)
+    logs, log_p = np.log(runs), np.log(preds)
     level = (logs - logs.mean(axis=1, keepdims=True)).mean(axis=0)
-    miss = level - (np.log(pred) - np.log(pred).mean())
+    expected = (log_p - log_p.mean(axis=1, keepdims=True)).mean(axis=0)
+    miss = level - expected
     return Pooled(
         runs=len(runs),
-        mean_tau=float(np.mean([kendall_tau(pred, run) for run in runs])),
-        pooled_tau=kendall_tau(pred, np.exp(level)),
+        mean_tau=float(np.mean([kendall_tau(p, run) for p, run in zip(preds, runs, strict=True)])),
+        pooled_tau=kendall_tau(expected, level),
         rms_miss=float(np.sqrt(np.mean(miss**2))),
         miss=tuple(float(m) for m in miss),
     )
