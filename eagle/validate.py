@@ -94,7 +94,7 @@ from simulator.placement import dealt_in_chunks, moved_off_one_device
 
 PLACEMENTS_FILE = "placements.json.gz"
 Times = dict[tuple[str, bytes], float]  # seconds by (label, placement as bytes)
-RELEVEL_FILES = "relevel-*.json"  # a report's re-levels, one per device type ("*")
+RELEVEL_FILE = "relevel-{}.json"  # a report's re-level of a device type
 RANDOM_TRIES = 50  # random draws per placement wanted before settling for fewer
 # Above this median error of the profile as measured, and with no re-level for this
 # host, a report warns: on cpu2 the committed profile met 2-4% on the machine that
@@ -308,7 +308,7 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
     placements = json.dumps({label: p.tolist() for label, p in chosen.items()})
     run_dir.write_bytes(out / PLACEMENTS_FILE, gzip.compress(placements.encode("utf-8")))
     for found in cost_model.relevels.values():  # so that `--pool` re-predicts it as here
-        found.save(out / RELEVEL_FILES.replace("*", found.device_type))
+        found.save(out / RELEVEL_FILE.format(found.device_type))
     return summary
 
 
@@ -332,7 +332,8 @@ def pool(args: argparse.Namespace) -> PooledReports:
         ):  # fmt: skip
             continue
         report = f"{folder.parent.name}/{folder.name}"
-        kept = {r.device_type: r for r in map(relevels.load, sorted(folder.glob(RELEVEL_FILES)))}
+        files = sorted(folder.glob(RELEVEL_FILE.format("*")))
+        kept = {r.device_type: r for r in map(relevels.load, files)}
         try:
             model = CostModel.default(cluster, relevel=kept) if kept else as_measured
         except CostModelError as e:
