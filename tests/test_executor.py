@@ -20,6 +20,7 @@ from simulator.hardware.executor import (
     ProcessRunner,
     Program,
     ThreadRunner,
+    _seed,
     handoff_latency,
 )
 from suites.capture import capture, trace_program
@@ -82,6 +83,30 @@ def test_dropout_gives_the_same_loss_whatever_the_placement(cpu2):
         name: ex.measure(p, warmup=0, repeats=1).loss for name, p in placements(graph).items()
     }
     assert set(losses.values()) == {reference}
+
+
+def test_a_random_op_draws_what_torch_manual_seed_gives_without_calling_it(cpu2, monkeypatch):
+    # torch.manual_seed also queues seeds for other backends, formatting the stack each
+    # call (94 us on cpu2, 340-900 us a dropout inside a worker's step): the executor
+    # seeds the CPU generator alone, which gives the same numbers
+    x = torch.ones(4096)
+    torch.manual_seed(11)
+    expected = torch.ops.aten.native_dropout.default(x, 0.5, True)[1]
+    _seed(11, torch.device("cpu"))
+    assert torch.equal(torch.ops.aten.native_dropout.default(x, 0.5, True)[1], expected)
+    assert 1000 < int(expected.sum()) < 3000  # a mask, not all kept or all dropped
+
+    _, _, _, graph, program = tiny_step(dropout=0.5)
+    ex = Executor(program, graph, *cpu2)
+    assert ex.seeded
+    reference = ex.reference_loss()
+
+    def not_here(seed: int) -> None:
+        raise AssertionError("torch.manual_seed called while running a step")
+
+    monkeypatch.setattr(torch, "manual_seed", not_here)
+    assert ex.reference_loss() == reference
+    assert ex.measure(placements(graph)["alternating"], warmup=0, repeats=1).loss == reference
 
 
 def test_measure_many_interleaves_the_placements_steps(cpu2):
