@@ -85,6 +85,7 @@ from simulator.hardware.fidelity import (
     bootstrap_rounds,
     fidelity,
     kendall_tau,
+    median_ape,
     pool_runs,
     predict,
     scatter,
@@ -343,8 +344,7 @@ def pool(args: argparse.Namespace) -> PooledReports:
         priced = {key: predict(graph, np.frombuffer(key[1], dtype=np.int64), cluster, model)
                   for key in keyed}  # fmt: skip
         p, m = np.array(list(priced.values())), np.array(list(keyed.values()))
-        check = ReportCheck(report, bool(kept), kendall_tau(p, m),
-                            float(np.median(np.abs(p - m) / m)))  # fmt: skip
+        check = ReportCheck(report, bool(kept), kendall_tau(p, m), median_ape(p, m))
         runs.append((check, keyed, priced))
     if not runs:
         raise ValidateError(

@@ -686,13 +686,11 @@ def _seed(seed: int, device: torch.device | None) -> None:
     CPU generator alone, and 340-900 us per dropout inside a worker's step (a dropout's
     own kernel: 20 us), 3.3 ms of BERT-small's 12 ms one-worker step; no training step
     pays that (results/fidelity/README.md, "The seeding")."""
-    if device is not None and device.type == "cuda":
+    if device is not None and device.type == "cuda":  # `torch_device`: cpu or cuda:K
         index = device.index if device.index is not None else torch.cuda.current_device()
         torch.cuda.default_generators[index].manual_seed(seed)
-    elif device is None or device.type == "cpu":
-        torch.default_generator.manual_seed(seed)
     else:
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
 
 
 def call_node(

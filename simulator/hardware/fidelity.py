@@ -228,7 +228,7 @@ def bootstrap_rounds(
     def numbers(picked: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         chosen = [k for b in picked for k in blocks[int(b)]]
         m = np.array(summarise([[t for k in chosen for t in r[k]] for r in rounds]))
-        return np.array([kendall_tau(pred, m), float(np.median(_ape(pred, m))), *m])
+        return np.array([kendall_tau(pred, m), median_ape(pred, m), *m])
 
     with warnings.catch_warnings():  # steady rounds: every draw alike, a point interval
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
@@ -270,6 +270,11 @@ def split_half_tau(
 def _ape(predicted: Any, measured: Any) -> Any:
     """Absolute percentage errors (fractions) of the predictions."""
     return np.abs(predicted - measured) / measured
+
+
+def median_ape(predicted: npt.ArrayLike, measured: npt.ArrayLike) -> float:
+    """Median absolute percentage error (a fraction) of the predictions."""
+    return float(np.median(_ape(np.asarray(predicted, float), np.asarray(measured, float))))
 
 
 def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
