@@ -26,6 +26,17 @@ grouping is the partition (grouper entropy ~1e-4 nats per op) and only the place
 learns. The partition depends on the seed (METIS's own), so seeds differ in grouping
 too. `grouping_prior: 0` is the reference's grouper.
 
+**List rule (ours, `list_rule`).** The placer's logits for a group also get `w .
+features`, what the group sees of the groups placed before it (`ListRule`: its inputs
+there, the work and memory there, where it would finish first), with four weights `w`
+shared by every group and learning at their own rate (`rule_lr`); the groups are then
+decoded by their ops' mean topological position (`decoding_order`), as a list scheduler
+places them. A policy of independent choices cannot learn what makes the chain toys'
+optimum (keep a chain together, start the next chain elsewhere): measured, the first
+gradient at an untrained policy points away from it (results/toys/controls.md). Trained
+on its elite (`RLSettings.elite`), the rule reaches every toy optimum from an untrained
+policy (tests/test_list_rule.py; results/README.md, "A rule learned from the elite").
+
 Per iteration the grouper samples one grouping and the placer `batch_size` placements of
 its groups (the paper: m = 1 grouping, k = 4 placements; we default to 16, see
 `HierarchicalSettings`). Early on, Gaussian noise of
@@ -98,8 +109,8 @@ class HierarchicalSettings(RLSettings):
     # papers'. Measured on the toys: results/README.md, "A rule learned from the elite"
     list_rule: bool = False
     # Adam's step size for the list rule's weights: they must outpace the network's
-    # (measured on the toys at lr 0.003: 50 of 50 seed-toys with 0.1, 8 of 15 with the
-    # network's own; results/README.md, "A rule learned from the elite")
+    # (measured on the three hardest toys: rule 0.1 and network 0.003, 15 of 15
+    # seed-toys; everything at 0.1, 8; results/README.md, "A rule learned from the elite")
     rule_lr: float = 0.1
     # Our strongest setting (`RLSettings` has the RL-only defaults; agent=hierarchical_paper
     # is the paper's setting). Measured from the warm start (BERT, 64 groups, 2,000 RL
@@ -181,8 +192,9 @@ class ListRule:
     (results/toys/controls.py: on op-level toys this rule, trained on its elite, reached
     49 of 50 seed-toys from an untrained start)."""
 
-    def __init__(self, problem: Problem, op_group: IntArray, num_groups: int,
-                 candidates: IntArray) -> None:  # fmt: skip
+    def __init__(
+        self, problem: Problem, op_group: IntArray, num_groups: int, candidates: IntArray
+    ) -> None:
         graph, cluster, G = problem.graph, problem.cluster, num_groups
         times = np.asarray(problem.op_times)[:, candidates]  # [ops, D]
         self.work = torch.as_tensor(
@@ -190,10 +202,8 @@ class ListRule:
             dtype=torch.float32,
         )  # [G, D]
         self.even = max(float(self.work.sum(0).min()) / len(candidates), 1e-12)
-        params = np.bincount(op_group, graph.param_bytes, G)
-        memory = cluster.memory[candidates]
-        self.params = torch.as_tensor(params / memory[0], dtype=torch.float32)  # [G]
-        self.scale = torch.as_tensor(memory[0] / memory, dtype=torch.float32)  # [D]
+        self.params = torch.as_tensor(np.bincount(op_group, graph.param_bytes, G))  # [G]
+        self.memory = torch.as_tensor(cluster.memory[candidates])  # [D]
         src, dst = op_group[graph.edge_src], op_group[graph.edge_dst]
         cut = src != dst
         flat = src[cut] * G + dst[cut]
@@ -202,13 +212,15 @@ class ListRule:
         a, b = (candidates[0], candidates[1]) if len(candidates) > 1 else (0, 0)
         lat = float(cluster.latency[a, b]) if a != b else 0.0
         bw = float(cluster.bandwidth[a, b]) if a != b else np.inf
-        self.copy = torch.as_tensor(np.where(self.edges > 0, lat + nbytes / bw, 0.0),
-                                    dtype=torch.float32)  # fmt: skip
+        copy = np.where(self.edges > 0, lat + nbytes / bw, 0.0)
+        self.copy = torch.as_tensor(copy, dtype=torch.float32)  # [G, G] seconds
         self.inputs = [np.flatnonzero(self.edges[:t, t]) for t in range(G)]
 
     def start(self, batch: int) -> None:
+        """Begin `batch` placements, no group placed yet."""
         D = self.work.shape[1]
-        self.load, self.mem = torch.zeros(batch, D), torch.zeros(batch, D)
+        self.load = torch.zeros(batch, D)
+        self.mem = torch.zeros(batch, D, dtype=torch.float64)
         self.ready, self.finish = torch.zeros(batch, D), torch.zeros(batch, len(self.inputs))
         self.devices = torch.zeros(batch, len(self.inputs), dtype=torch.long)
 
@@ -226,11 +238,13 @@ class ListRule:
             )
             start = torch.maximum(start, arrive.max(dim=1).values)
         end = start + self.work[t]
-        self._end = end
+        self._end = end  # for `place`
         first = (end <= end.min(dim=1, keepdim=True).values * (1 + 1e-6)).float()
-        return torch.stack([here, self.load / self.even, self.mem * self.scale, first], -1)
+        memory = (self.mem / self.memory).float()
+        return torch.stack([here, self.load / self.even, memory, first], -1)
 
     def place(self, t: int, chosen: torch.Tensor) -> None:
+        """Group t goes to device `chosen` [batch] (after `features(t)`)."""
         pick = functional.one_hot(chosen, self.work.shape[1]).bool()
         self.devices[:, t] = chosen
         self.load = self.load + pick * self.work[t]
@@ -432,12 +446,17 @@ class GroupThenPlacePolicy(Policy):
         groups = self.prior_groups
         target = torch.zeros(1, self.num_groups, dtype=torch.long)  # empty groups: device 0
         target[0, groups] = torch.from_numpy(target_unit)
-        embedding = group_embeddings(self.graph, groups.numpy()[self.units], self.num_groups)
+        op_group = groups.numpy()[self.units]
+        embedding = group_embeddings(self.graph, op_group, self.num_groups)
+        order = torch.arange(self.num_groups)  # as the placer will decode them
+        if self.settings.list_rule:
+            order = torch.from_numpy(decoding_order(op_group, self.num_groups))
+        target = target[:, order]
         optimizer = torch.optim.Adam(self.parameters(), lr=IMITATION_LR)
         for step in range(steps + 1):
             unit_inputs = self.grouper_inputs()
             inputs = self.placer_inputs(embedding, groups, self.grouper(unit_inputs), unit_inputs)
-            logits = self.placer.teacher_forced(inputs, target)
+            logits = self.placer.teacher_forced(inputs[order], target)
             if step == steps:
                 break
             loss = functional.cross_entropy(logits[0], target[0])

@@ -31,6 +31,13 @@ Known limitation: the mean runs over the grouper's and the placer's decisions to
 so when the grouper barely moves (a strong grouping prior) a large change in the
 placer's few decisions is diluted and the clip rarely binds.
 
+**The elite** (ours, `elite` > 0): the cross-entropy method (Rubinstein 1999) in place
+of the policy gradient. The last 10 x `elite` placements are kept with their costs, and
+per `elite` placements seen one Adam step raises the log-probability of the best
+`elite` of them (unclipped: there are no advantages to bound). Post (Gao et al., NeurIPS
+2018) interleaves such steps with PPO; here they replace it. With the list rule
+(`eagle.hierarchical`) it is what reaches the toy optima from an untrained policy.
+
 **Warm start and refinement** (ours, not the papers'; `agent=hierarchical` and
 `agent=eagle` use them, the `_paper` agents do not). A run has up to three phases, each
 priced by the same search loop, and the best placement of any phase is the result:
@@ -367,7 +374,8 @@ class PolicyGradientPlacer(Placer):
             loss = -objective.mean() - self.settings.entropy_coef * scale * bonus
             self.optimizer.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
-            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
+            clip = self.settings.grad_clip
+            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), clip)
             self.optimizer.step()
             stats |= {
                 "train/loss": float(loss.detach()),

@@ -20,7 +20,8 @@ placements reaches them too, on every seed (tests/test_learning.py,
 search does as well or better (1.22-1.23x and 1.03-1.20x). The test guards against the
 papers' setting falling below luck there, nothing more. No learner without local
 search tried reaches those two on every seed, not even a free table of per-op device
-logits (results/toys/controls.md).
+logits (results/toys/controls.md). With the list rule and the elite (ours), one group
+per op, RL alone does (tests/test_list_rule.py); with the grouper free it still does not.
 """
 
 from __future__ import annotations

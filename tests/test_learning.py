@@ -77,8 +77,9 @@ def test_min_cut_groups_within_a_placement_keep_each_part_on_one_device():
     assert sorted(np.unique(parts).tolist()) == [0, 1, 2, 3]
 
 
-def test_the_placer_imitates_the_warm_start(toy):
-    placer = HierarchicalPlacer(toy, seed=0, **STRONG)
+@pytest.mark.parametrize("list_rule", [False, True])  # with it, in its decoding order
+def test_the_placer_imitates_the_warm_start(toy, list_rule):
+    placer = HierarchicalPlacer(toy, seed=0, **STRONG, list_rule=list_rule)
     warm = STARTS["heft"](toy, seed=0).ask()[0]
     stats = placer.policy.anchor(warm, 100)
     assert stats == {"imitation_accuracy": 1.0}

@@ -20,6 +20,11 @@ logits per op (no grouping to get wrong, no features to confuse):
   what the op sees of the placement so far as the ops are placed one at a time
   (`ListPolicy`: a list scheduler whose rule is learned, with HEFT's choice among what
   it sees; Placeto and DOPPLER also place op by op from the placement so far);
+- `list+elite`: the same policy trained by the cross-entropy method instead (100
+  placements per step, five Adam steps on the log-probability of the best 10);
+- `hierarchical+rule`: the hierarchical planner's network with the list rule and the
+  elite (`agent.list_rule`, `agent.elite`), one group per op, RL alone from an untrained
+  policy (`tests/test_list_rule.py`'s `RULE`);
 
 beside the controls: the best of 2,000 uniform random placements (`random`), local
 search over single ops (`local_search`) and the papers' setting on the toy tests' small
@@ -30,7 +35,7 @@ network (`hierarchical_paper`, `tests/test_hierarchical.py`'s `PAPER`).
 Prints a markdown table: per toy and learner, the best step time over the optimum on
 seeds 0-4 (min-max) and how many seeds land within 5%; then, per toy, the direction in
 which the list policy's first REINFORCE steps move its shared weights
-(`first_gradient`). About 5 minutes on 2 cores.
+(`first_gradient`). About 15 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from simulator.graph import FloatArray
 from tests.conftest import problem, unit_cluster
 from tests.test_hierarchical import PAPER
 from tests.test_learning import ALL_TOYS, MEMORY, TELLING, random_toy
+from tests.test_list_rule import RULE
 
 SAMPLES = 2000  # the toy tests' budget
 SEEDS = range(5)
@@ -169,6 +175,27 @@ def listed(toy: Problem, seed: int) -> float:
     return best
 
 
+def list_elite(toy: Problem, seed: int) -> float:
+    """Best step time of the cross-entropy method on a `ListPolicy`: 100 placements per
+    step, five Adam steps (lr 0.1) on the log-probability of the best 10."""
+    generator = torch.Generator().manual_seed(seed)
+    policy = ListPolicy(toy)
+    optimizer = torch.optim.Adam([policy.table, policy.w], lr=0.1)
+    best = np.inf
+    for _ in range(SAMPLES // 100):
+        x, seen = policy.sample(100, generator)
+        result = simulate_batch(toy.graph, x.numpy(), toy.cluster, toy.cost_model)
+        times = np.where(result.valid, result.step_time, np.inf)
+        best = min(best, float(times.min()))
+        top = torch.from_numpy(np.argsort(times, kind="stable")[:10])
+        for _ in range(5):
+            loss = -policy.log_prob(x[top], seen[top]).mean()
+            optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+    return best
+
+
 def first_gradient(toy: Problem, samples: int = 4096) -> tuple[FloatArray, FloatArray]:
     """The gradient of the expected reward (-sqrt of the step time, `eagle.rl`) in `w`
     at the start (`ListPolicy` untrained: every placement equally likely), estimated
@@ -229,6 +256,8 @@ LEARNERS: dict[str, Callable[[Problem, int], float]] = {
     "table+self-imitation": lambda toy, seed: table_reinforce(toy, seed, imitation=1.0),
     "cem": cem,
     "list": listed,
+    "list+elite": list_elite,
+    "hierarchical+rule": searched(lambda toy, seed: HierarchicalPlacer(toy, seed=seed, **RULE)),
     "local_search": searched(lambda toy, seed: LocalSearchPlacer(toy, seed=seed)),
 }
 
@@ -266,7 +295,7 @@ def main() -> None:
     print("|---|" + "---|" * (len(FEATURES) + 1))
     for name, (toy, optimum) in toys().items():
         mean, error = first_gradient(toy)
-        cells = [f"{m:+.3f} ± {e:.3f}" for m, e in zip(mean, error)]
+        cells = [f"{m:+.3f} ± {e:.3f}" for m, e in zip(mean, error, strict=True)]
         print(f"| {name} | " + " | ".join(cells) + f" | {heft_rule(toy) / optimum:.2f} |")
 
 
