@@ -408,7 +408,8 @@ class PolicyGradientPlacer(Placer):
             # not clipped: the clip guards the policy gradient against advantages of any
             # size; a cross-entropy on a few placements has none (measured on the toys:
             # clipped at 1.0, 13 of the 3 hardest toys' 15 seeds instead of 15)
-            grad_norm = _norm(self.policy.parameters())
+            grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
+            grad_norm = nn.utils.get_total_norm(grads)
             self.optimizer.step()
             self.elite_steps += 1
             stats = {
@@ -483,9 +484,3 @@ def _window_from_state(state: dict[str, Any]) -> list[tuple[float, Rollout, int]
         for r in state["window_rollouts"]
     ]
     return [(float(cost), rollouts[int(k)], int(i)) for cost, k, i in state["window"]]
-
-
-def _norm(parameters: Any) -> float:
-    """The norm of the parameters' gradients, all together."""
-    grads = [p.grad.detach().flatten() for p in parameters if p.grad is not None]
-    return float(torch.cat(grads).norm()) if grads else 0.0

@@ -45,10 +45,10 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from torch.nn import functional
 
 from eagle.baselines.simple import RandomPlacer
-from eagle.hierarchical import HierarchicalPlacer
+from eagle.hierarchical import RULE_FEATURES as FEATURES
+from eagle.hierarchical import HierarchicalPlacer, ListRule
 from eagle.local_search import LocalSearchPlacer
 from eagle.problem import Problem
 from eagle.rl import placement_costs
@@ -93,57 +93,32 @@ def table_reinforce(toy: Problem, seed: int, imitation: float = 0.0) -> float:
     return best
 
 
-FEATURES = ("inputs here", "work here", "memory used", "heft's choice")
-
-
 class ListPolicy:
     """Places a toy's ops one at a time in op (topological) order; op i's device logits
-    are its own free row plus `w` . what it sees of the placement so far (`FEATURES`,
-    [D] each): the share of its inputs on the device, the device's work so far over an
-    even share of all the work, its parameter bytes so far over its memory, and 1 where
-    the op would finish first (HEFT's rule, the ops before it list-scheduled in op
-    order). `w` is shared by every op: a list scheduler whose rule is learned."""
+    are its own free row plus `w` . what it sees of the placement so far: the features
+    of the placers' list rule (`eagle.hierarchical.ListRule`, here with one group per
+    op: its inputs there, the work and memory there, 1 where it would finish first).
+    `w` is shared by every op: a list scheduler whose rule is learned."""
 
     def __init__(self, toy: Problem) -> None:
         self.toy = toy
         self.n, self.d = toy.graph.num_ops, toy.cluster.num_devices
-        self.work = torch.as_tensor(np.array(toy.op_times), dtype=torch.float32)  # [n, d]
-        self.even = float(self.work.sum(0).min()) / self.d
-        self.params = torch.as_tensor(np.array(toy.graph.param_bytes), dtype=torch.float32)
-        self.memory = torch.as_tensor(toy.cluster.memory, dtype=torch.float32)
-        graph = toy.graph
-        self.inputs = [  # per op: (producer, seconds to copy its edge)
-            [(int(graph.edge_src[e]), toy.cluster.transfer_time(float(graph.edge_bytes[e]), 0, 1))
-             for e in np.flatnonzero(graph.edge_dst == i)]
-            for i in range(self.n)
-        ]  # fmt: skip
         self.table = torch.zeros(self.n, self.d, requires_grad=True)
         self.w = torch.zeros(len(FEATURES), requires_grad=True)
 
     def sample(self, batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Placements [B, n] and the features each op saw [B, n, D, F]."""
         n, d = self.n, self.d
+        rule = ListRule(self.toy, np.arange(n), n, np.arange(d))
+        rule.start(batch)
         x = torch.zeros(batch, n, dtype=torch.long)
         seen = torch.zeros(batch, n, d, len(FEATURES))
-        work, mem = torch.zeros(batch, d), torch.zeros(batch, d)
-        ready, finish = torch.zeros(batch, d), torch.zeros(batch, n)
         with torch.no_grad():
             for i in range(n):
-                here, start = torch.zeros(batch, d), ready.clone()
-                for producer, copy in self.inputs[i]:
-                    on = functional.one_hot(x[:, producer], d).bool()
-                    here += on.float() / len(self.inputs[i])
-                    start = torch.maximum(start, finish[:, producer, None] + (~on) * copy)
-                end = start + self.work[i]
-                first = (end <= end.min(1, keepdim=True).values + 1e-9).float()
-                seen[:, i] = torch.stack([here, work, mem, first], dim=-1)
+                seen[:, i] = rule.features(i)
                 p = torch.softmax(self.table[i] + seen[:, i] @ self.w, -1)
                 x[:, i] = torch.multinomial(p, 1, generator=generator)[:, 0]
-                pick = functional.one_hot(x[:, i], d).bool()
-                work += pick * self.work[i] / self.even
-                mem += pick * self.params[i] / self.memory
-                finish[:, i] = end.gather(1, x[:, i, None])[:, 0]
-                ready = torch.where(pick, finish[:, i, None], ready)
+                rule.place(i, x[:, i])
         return x, seen
 
     def log_prob(self, x: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
@@ -217,7 +192,7 @@ def heft_rule(toy: Problem) -> float:
     random): the list policy with `w` 30 on that feature alone."""
     policy = ListPolicy(toy)
     with torch.no_grad():
-        policy.w[FEATURES.index("heft's choice")] = 30.0
+        policy.w[FEATURES.index("finishes first")] = 30.0
     x, _ = policy.sample(64, torch.Generator().manual_seed(0))
     result = simulate_batch(toy.graph, x.numpy(), toy.cluster, toy.cost_model)
     return float(np.where(result.valid, result.step_time, np.inf).min())
