@@ -186,11 +186,12 @@ class ListRule:
     device [batch, devices]: the share of its input edges from groups there, the work
     there so far over an even share of all the work, the parameter bytes there over its
     memory, and 1 where it would finish first (HEFT's choice: the groups before it
-    list-scheduled in decoding order, a copy between two groups taking the link's time
-    for the bytes between them). The placer adds `w . features` to its logits, `w` one
-    weight per feature shared by every group: a list scheduler whose rule is learned
-    (results/toys/controls.py: on op-level toys this rule, trained on its elite, reached
-    49 of 50 seed-toys from an untrained start)."""
+    list-scheduled in decoding order, a copy between two groups taking the time of the
+    link between their devices for the bytes between them). The placer adds
+    `w . features` to its logits, `w` one weight per feature shared by every group: a
+    list scheduler whose rule is learned (results/toys/controls.py: on op-level toys
+    this rule, trained on its elite, reached 49 of 50 seed-toys from an untrained
+    start)."""
 
     def __init__(
         self, problem: Problem, op_group: IntArray, num_groups: int, candidates: IntArray
@@ -209,11 +210,12 @@ class ListRule:
         flat = src[cut] * G + dst[cut]
         self.edges = np.bincount(flat, minlength=G * G).reshape(G, G)
         nbytes = np.bincount(flat, graph.edge_bytes[cut], G * G).reshape(G, G)
-        a, b = (candidates[0], candidates[1]) if len(candidates) > 1 else (0, 0)
-        lat = float(cluster.latency[a, b]) if a != b else 0.0
-        bw = float(cluster.bandwidth[a, b]) if a != b else np.inf
-        copy = np.where(self.edges > 0, lat + nbytes / bw, 0.0)
-        self.copy = torch.as_tensor(copy, dtype=torch.float32)  # [G, G] seconds
+        self.nbytes = torch.as_tensor(nbytes, dtype=torch.float32)  # [G, G]
+        # a copy from device a to b takes latency[a, b] + bytes / bandwidth[a, b] (none
+        # on one device: the diagonal is 0 and inf)
+        links = np.ix_(candidates, candidates)
+        self.latency = torch.as_tensor(cluster.latency[links], dtype=torch.float32)  # [D, D]
+        self.per_byte = torch.as_tensor(1.0 / cluster.bandwidth[links], dtype=torch.float32)
         self.inputs = [np.flatnonzero(self.edges[:t, t]) for t in range(G)]
 
     def start(self, batch: int) -> None:
@@ -230,12 +232,12 @@ class ListRule:
         producers = self.inputs[t]
         here, start = torch.zeros_like(self.load), self.ready
         if len(producers):
-            on = functional.one_hot(self.devices[:, producers], D)  # [B, P, D]
+            at = self.devices[:, producers]  # [B, P]
+            on = functional.one_hot(at, D)  # [B, P, D]
             weight = torch.as_tensor(self.edges[producers, t], dtype=torch.float32)
             here = (on * weight[None, :, None]).sum(1) / weight.sum()
-            arrive = (
-                self.finish[:, producers, None] + (1 - on) * self.copy[producers, t][None, :, None]
-            )
+            copy = self.latency[at] + self.nbytes[producers, t][None, :, None] * self.per_byte[at]
+            arrive = self.finish[:, producers, None] + copy  # [B, P, D]
             start = torch.maximum(start, arrive.max(dim=1).values)
         end = start + self.work[t]
         self._end = end  # for `place`

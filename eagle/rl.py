@@ -412,8 +412,8 @@ class PolicyGradientPlacer(Placer):
             grad_norm = nn.utils.get_total_norm(grads)
             self.optimizer.step()
             self.elite_steps += 1
-            stats = {
-                "train/loss": float(loss.detach()),
+            stats = {  # not `train/loss`: a likelihood, not a policy-gradient objective
+                "train/elite_nll": float(loss.detach()),
                 "train/grad_norm": float(grad_norm),
                 **{f"train/{k}_entropy": float(v.detach()) for k, v in entropies.items()},
             }

@@ -32,6 +32,7 @@ def unit_cluster(
     contention_waiting: Any = None,
     wake_cost: Any = 0.0,
     wake_after: Any = 0.0,
+    pairs: list[dict[str, Any]] | None = None,
     **links: Any,
 ) -> Cluster:
     default = {"bandwidth": 1.0, "latency": 1.0, **links}
@@ -52,7 +53,7 @@ def unit_cluster(
                 }
                 for i in range(num_devices)
             ],
-            "links": {"default": default},
+            "links": {"default": default, "pairs": pairs or []},
             "device_types": {
                 UNIT: {"peak_flops": 1e12, "mem_bandwidth": 1e12, "launch_overhead": 0}
             },
