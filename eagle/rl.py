@@ -267,6 +267,7 @@ class PolicyGradientPlacer(Placer):
         # the last 10 x elite placements (cost, rollout, index in it), with `elite`
         self.window: deque[tuple[float, Rollout, int]] = deque(maxlen=10 * settings.elite)
         self.elite_steps = 0
+        self.skipped_steps = 0  # steps not taken: their gradient was not finite (`_step`)
 
     def _refining(self) -> bool:
         limit = self.settings.rl_samples
@@ -338,6 +339,7 @@ class PolicyGradientPlacer(Placer):
             **stats,
             **self._anchor_stats,
             **{f"train/{name}": value for name, value in self.policy.diagnostics().items()},
+            "train/skipped_steps": self.skipped_steps,
             "train/baseline": self.baseline,
             "train/mean_cost": mean_cost,
             "train/samples_per_s": len(placements) / elapsed if elapsed > 0 else math.nan,
@@ -374,15 +376,38 @@ class PolicyGradientPlacer(Placer):
             loss = -objective.mean() - self.settings.entropy_coef * scale * bonus
             self.optimizer.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
-            clip = self.settings.grad_clip
-            grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), clip)
-            self.optimizer.step()
+            grad_norm = self._step(self.settings.grad_clip)
             stats |= {
                 "train/loss": float(loss.detach()),
                 "train/grad_norm": float(grad_norm),
                 **{f"train/{k}_entropy": float(v.detach()) for k, v in entropies.items()},
             }
         return stats
+
+    def _step(self, clip: float | None) -> torch.Tensor:
+        """Adam's step on the gradients (clipped to norm `clip` unless None); returns
+        their norm. A gradient that is not finite is not stepped on, but counted in
+        `train/skipped_steps` and noted once: Adam would make every weight NaN and the
+        next sample fail. Seen with `agent=hierarchical_paper` (lr 0.1) on a 24-op toy:
+        after three steps the encoder's gradient through 256 groups overflowed float32,
+        with the forward pass finite."""
+        grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
+        if clip is None:
+            norm = nn.utils.get_total_norm(grads)
+        else:
+            norm = nn.utils.clip_grad_norm_(self.policy.parameters(), clip)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+            return norm
+        if not self.skipped_steps:
+            self.notes.append(
+                f"a policy step had a gradient that was not finite, after "
+                f"{self.samples_seen} RL samples; it and any later such steps were skipped "
+                f"(train/skipped_steps counts them): try a lower agent.lr"
+            )
+        self.skipped_steps += 1
+        self.optimizer.zero_grad()
+        return norm
 
     def imitate_elite(self, rollout: Rollout, costs: FloatArray) -> dict[str, float]:
         """The cross-entropy method (`RLSettings.elite`): add the batch to the window,
@@ -408,9 +433,7 @@ class PolicyGradientPlacer(Placer):
             # not clipped: the clip guards the policy gradient against advantages of any
             # size; a cross-entropy on a few placements has none (measured on the toys:
             # clipped at 1.0, 13 of the 3 hardest toys' 15 seeds instead of 15)
-            grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
-            grad_norm = nn.utils.get_total_norm(grads)
-            self.optimizer.step()
+            grad_norm = self._step(None)
             self.elite_steps += 1
             stats = {  # not `train/loss`: a likelihood, not a policy-gradient objective
                 "train/elite_nll": float(loss.detach()),
@@ -434,6 +457,7 @@ class PolicyGradientPlacer(Placer):
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
             "refiner": None if self.refiner is None else self.refiner.state_dict(),
             "elite_steps": self.elite_steps,
+            "skipped_steps": self.skipped_steps,
             **_window_state(self.window),
         }
 
@@ -452,6 +476,7 @@ class PolicyGradientPlacer(Placer):
         best = state["best_placement"]
         self.best_placement = None if best is None else np.asarray(best, dtype=np.int64)
         self.elite_steps = int(state["elite_steps"])
+        self.skipped_steps = int(state.get("skipped_steps", 0))  # older checkpoints: none
         self.window.clear()
         self.window.extend(_window_from_state(state))
         if state["refiner"] is not None:

@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hydra import compose, initialize_config_module
 
+from eagle.app import make_placer
 from eagle.baselines.metis import min_cut_groups
 from eagle.errors import ConfigError
 from eagle.features import hierarchical_features, per_unit_mean
@@ -212,6 +214,47 @@ def test_resume_equals_uninterrupted(toy, tmp_path):
         full.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop)
     )
     assert np.array_equal(full.best_placement, resumed.best_placement)
+
+
+class _Overflow(torch.autograd.Function):
+    """The identity, whose gradient is infinite."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
+@pytest.mark.parametrize("elite", [0, 4])  # the policy gradient's step and the elite's
+def test_a_step_whose_gradient_is_not_finite_is_skipped_and_said(toy, elite):
+    placer = HierarchicalPlacer(toy, seed=5, **SMALL, elite=elite)
+    before = [p.detach().clone() for p in placer.policy.parameters()]
+    log_prob = placer.policy.log_prob
+    placer.policy.log_prob = lambda r: (_Overflow.apply(log_prob(r)[0]), log_prob(r)[1])
+    result = search(placer, toy, Budget(samples=48), progress=False)
+    steps = result.metrics["train/skipped_steps"]
+    assert steps.iloc[-1] == (12 if elite else 3) and steps.is_monotonic_increasing
+    for old, new in zip(before, placer.policy.parameters(), strict=True):
+        assert torch.equal(old, new)  # no step taken, nothing NaN
+    assert len(placer.notes) == 1 and "not finite" in placer.notes[0]
+
+
+def test_the_papers_setting_as_configured_survives_its_overflowing_gradient():
+    """`agent=hierarchical_paper` (lr 0.1, 256 groups) on "4x6 on 4", seed 4: on the
+    development VM the encoder's gradient through the 256 groups overflowed float32 in
+    the fourth step, with the forward pass finite; Adam made every weight NaN and the
+    next sample raised. Now that step is skipped."""
+    with initialize_config_module(config_module="eagle.conf", version_base="1.3"):
+        agent = compose("config", overrides=["agent=hierarchical_paper"]).agent
+    g, devices, _ = TOYS["4x6 on 4"]
+    toy = problem(g, unit_cluster(devices))
+    placer = make_placer(agent, toy, seed=4)
+    result = search(placer, toy, Budget(samples=160), progress=False)
+    assert result.samples == 160 and result.best_valid
+    assert all(torch.isfinite(p).all() for p in placer.policy.parameters())
 
 
 # ---- learning: toy graphs whose optimum is known -----------------------------------------
