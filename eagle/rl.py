@@ -464,6 +464,8 @@ class PolicyGradientPlacer(Placer):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.policy.load_state_dict(state["policy"])
+        if not all(bool(torch.isfinite(p).all()) for p in self.policy.parameters()):
+            raise ValueError("the policy's weights are not all finite")  # it could not sample
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.baseline = float(state["baseline"])

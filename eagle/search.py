@@ -244,7 +244,8 @@ def load_checkpoint(
         placer.load_state_dict(doc["placer"])
         evaluator.load_state_dict(doc["evaluator"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        raise RunError(f"{path} is a damaged checkpoint ({type(e).__name__}); {afresh}") from None
+        what = str(e) if isinstance(e, ValueError) and len(str(e)) <= 80 else type(e).__name__
+        raise RunError(f"{path} is a damaged checkpoint ({what}); {afresh}") from None
     return state
 
 
