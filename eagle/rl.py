@@ -391,9 +391,10 @@ class PolicyGradientPlacer(Placer):
         next sample fail. Seen with `agent=hierarchical_paper` (lr 0.1) on a 24-op toy:
         after three steps the encoder's gradient through 256 groups overflowed float32,
         with the forward pass finite."""
-        grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if clip is None:
-            norm = nn.utils.get_total_norm(grads)
+            norm = nn.utils.get_total_norm(
+                [p.grad for p in self.policy.parameters() if p.grad is not None]
+            )
         else:
             norm = nn.utils.clip_grad_norm_(self.policy.parameters(), clip)
         if torch.isfinite(norm):

@@ -233,7 +233,12 @@ def test_a_step_whose_gradient_is_not_finite_is_skipped_and_said(toy, elite):
     placer = HierarchicalPlacer(toy, seed=5, **SMALL, elite=elite)
     before = [p.detach().clone() for p in placer.policy.parameters()]
     log_prob = placer.policy.log_prob
-    placer.policy.log_prob = lambda r: (_Overflow.apply(log_prob(r)[0]), log_prob(r)[1])
+
+    def overflowing(rollout):
+        value, entropies = log_prob(rollout)
+        return _Overflow.apply(value), entropies
+
+    placer.policy.log_prob = overflowing
     result = search(placer, toy, Budget(samples=48), progress=False)
     steps = result.metrics["train/skipped_steps"]
     assert steps.iloc[-1] == (12 if elite else 3) and steps.is_monotonic_increasing
