@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from eagle.problem import Problem
+from eagle.search import SearchResult, SearchState
 from simulator import Cluster, CostModel, OpGraph
 
 # Re-levels of this host (`eagle-profile --relevel`) live in the user's cache and would
@@ -131,3 +135,36 @@ def two_chains(length: int) -> OpGraph:
     edges = [(f"{c}{i}", f"{c}{i + 1}", 1000) for c in "xy" for i in range(length - 1)]
     edges.append((f"x{length // 2}", f"y{length // 2}", 1))
     return graph(ops, edges)
+
+
+def interrupted_then_resumed(
+    run: Callable[..., SearchResult], checkpoint: Path, *, stop: int, every: int
+) -> SearchResult:
+    """`run(checkpoint=..., checkpoint_every=..., on_iteration=...)` interrupted at
+    iteration `stop` as Ctrl-C would, then run again: it must resume right after the
+    last periodic checkpoint before `stop` (a stop at a multiple of `every` comes before
+    that iteration's checkpoint)."""
+    last = (stop - 1) // every * every
+    assert last > 0, f"no checkpoint before iteration {stop}: the second run would start afresh"
+
+    def interrupt(state: SearchState) -> None:
+        if state.iteration == stop:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(checkpoint=checkpoint, checkpoint_every=every, on_iteration=interrupt)
+    seen: list[int] = []
+    resumed = run(
+        checkpoint=checkpoint,
+        checkpoint_every=every,
+        on_iteration=lambda s: seen.append(s.iteration),
+    )
+    assert seen[0] == last + 1, f"resumed at iteration {seen[0]}, not after checkpoint {last}"
+    return resumed
+
+
+def assert_same_run(a: SearchResult, b: SearchResult) -> None:
+    """The same metrics, wall-clock columns aside, and the same best placement."""
+    clock = ["wall_s", "train/samples_per_s"]
+    pd.testing.assert_frame_equal(*(r.metrics.drop(columns=clock, errors="ignore") for r in (a, b)))
+    assert np.array_equal(a.best_placement, b.best_placement)

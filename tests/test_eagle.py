@@ -15,15 +15,14 @@ not tell the chains apart (the last test).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
 from eagle.eagle_placer import EaglePlacer, one_device_per_type
 from eagle.features import eagle_features, topological_depth
-from eagle.search import Budget, SearchState, search
+from eagle.search import Budget, search
 from simulator.random_graphs import random_graph
-from tests.conftest import graph, problem, unit_cluster
+from tests.conftest import assert_same_run, graph, interrupted_then_resumed, problem, unit_cluster
 from tests.test_hierarchical import SMALL, TOYS, diamond
 
 SWITCHES = [
@@ -138,23 +137,15 @@ def run(toy, samples=160, seed=5, **kw):
 
 def test_same_seed_same_curve_and_resume(toy, tmp_path):
     a, b = run(toy), run(toy)
-    drop = ["wall_s", "train/samples_per_s"]
-    pd.testing.assert_frame_equal(a.metrics.drop(columns=drop), b.metrics.drop(columns=drop))
+    assert_same_run(a, b)
     assert "train/clip_fraction" in a.metrics
 
-    def stop_at_4(state: SearchState) -> None:
-        if state.iteration == 4:
-            raise KeyboardInterrupt
+    def searched(**kw):
+        placer = EaglePlacer(toy, seed=5, **SMALL)
+        return search(placer, toy, Budget(samples=160), progress=False, **kw)
 
-    checkpoint = tmp_path / "checkpoint.pt"
-    placer = EaglePlacer(toy, seed=5, **SMALL)
-    with pytest.raises(KeyboardInterrupt):
-        search(placer, toy, Budget(samples=160), progress=False, checkpoint=checkpoint,
-               checkpoint_every=3, on_iteration=stop_at_4)  # fmt: skip
-    placer = EaglePlacer(toy, seed=5, **SMALL)
-    resumed = search(placer, toy, Budget(samples=160), progress=False, checkpoint=checkpoint,
-                     checkpoint_every=3)  # fmt: skip
-    pd.testing.assert_frame_equal(a.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop))
+    resumed = interrupted_then_resumed(searched, tmp_path / "checkpoint.pt", stop=4, every=3)
+    assert_same_run(a, resumed)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "reinforce"])

@@ -37,9 +37,16 @@ from eagle.baselines.metis import min_cut_groups
 from eagle.errors import ConfigError
 from eagle.features import hierarchical_features, per_unit_mean
 from eagle.hierarchical import HierarchicalPlacer, group_embeddings
-from eagle.search import Budget, SearchState, search
+from eagle.search import Budget, search
 from simulator.random_graphs import random_graph
-from tests.conftest import graph, problem, two_chains, unit_cluster
+from tests.conftest import (
+    assert_same_run,
+    graph,
+    interrupted_then_resumed,
+    problem,
+    two_chains,
+    unit_cluster,
+)
 
 # A small network for toy graphs, which learns at lr 0.03 (the full-size one collapses)
 # and, as the papers' setting, RL alone (no warm start, no refinement) with the
@@ -199,21 +206,10 @@ def test_the_log_says_how_far_the_grouping_moved(toy):
 
 
 def test_resume_equals_uninterrupted(toy, tmp_path):
-    full = run(toy)
-
-    def stop_at_7(state: SearchState) -> None:
-        if state.iteration == 7:
-            raise KeyboardInterrupt
-
-    checkpoint = tmp_path / "checkpoint.pt"
-    with pytest.raises(KeyboardInterrupt):
-        run(toy, checkpoint=checkpoint, checkpoint_every=3, on_iteration=stop_at_7)
-    resumed = run(toy, checkpoint=checkpoint, checkpoint_every=3)
-    drop = ["wall_s", "train/samples_per_s"]
-    pd.testing.assert_frame_equal(
-        full.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop)
+    resumed = interrupted_then_resumed(
+        lambda **kw: run(toy, **kw), tmp_path / "checkpoint.pt", stop=7, every=3
     )
-    assert np.array_equal(full.best_placement, resumed.best_placement)
+    assert_same_run(run(toy), resumed)
 
 
 class _Overflow(torch.autograd.Function):

@@ -14,15 +14,14 @@ or the elite none of the learners tried reached more than 18 of the 30 hard ones
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
 from eagle.eagle_placer import EaglePlacer
 from eagle.hierarchical import HierarchicalPlacer, ListRule, decoding_order
-from eagle.search import Budget, SearchState, search
+from eagle.search import Budget, search
 from simulator.random_graphs import random_graph
-from tests.conftest import graph, problem, unit_cluster
+from tests.conftest import assert_same_run, graph, interrupted_then_resumed, problem, unit_cluster
 from tests.test_learning import ALL_TOYS, MEMORY, TELLING, random_toy
 
 # RL alone from an untrained policy, one group per op (the grouping prior pins a min-cut
@@ -129,21 +128,10 @@ def test_one_elite_step_per_elite_placements_on_the_window_s_best(toy):
 
 
 def test_resume_with_the_elite_equals_uninterrupted(toy, tmp_path):
-    _, full = run(toy)
-
-    def stop_at_13(state: SearchState) -> None:
-        if state.iteration == 13:
-            raise KeyboardInterrupt
-
-    checkpoint = tmp_path / "checkpoint.pt"
-    with pytest.raises(KeyboardInterrupt):
-        run(toy, checkpoint=checkpoint, checkpoint_every=4, on_iteration=stop_at_13)
-    _, resumed = run(toy, checkpoint=checkpoint, checkpoint_every=4)
-    drop = ["wall_s", "train/samples_per_s"]
-    pd.testing.assert_frame_equal(
-        full.metrics.drop(columns=drop), resumed.metrics.drop(columns=drop)
+    resumed = interrupted_then_resumed(
+        lambda **kw: run(toy, **kw)[1], tmp_path / "checkpoint.pt", stop=13, every=4
     )
-    assert np.array_equal(full.best_placement, resumed.best_placement)
+    assert_same_run(run(toy)[1], resumed)
 
 
 HARDEST = {

@@ -14,7 +14,7 @@ from eagle.errors import RunError
 from eagle.placer import Evaluation, Placer
 from eagle.search import METRIC_COLUMNS, Budget, SearchState, search
 from simulator.random_graphs import random_graph
-from tests.conftest import graph, problem, unit_cluster
+from tests.conftest import assert_same_run, graph, interrupted_then_resumed, problem, unit_cluster
 
 
 @pytest.fixture
@@ -98,18 +98,11 @@ def test_only_invalid_placements_keep_the_fastest_invalid_one():
 
 def test_resume_equals_uninterrupted(toy, tmp_path):
     full = run_random(toy)
-
-    def stop_at_5(state: SearchState) -> None:
-        if state.iteration == 5:
-            raise KeyboardInterrupt
-
-    checkpoint = tmp_path / "checkpoint.pt"
-    with pytest.raises(KeyboardInterrupt):
-        run_random(toy, checkpoint=checkpoint, checkpoint_every=2, on_iteration=stop_at_5)
     # the last periodic checkpoint is from iteration 4; the run continues from there
-    resumed = run_random(toy, checkpoint=checkpoint, checkpoint_every=2)
-    pd.testing.assert_frame_equal(without_wall(full.metrics), without_wall(resumed.metrics))
-    assert np.array_equal(full.best_placement, resumed.best_placement)
+    resumed = interrupted_then_resumed(
+        lambda **kw: run_random(toy, **kw), tmp_path / "checkpoint.pt", stop=5, every=2
+    )
+    assert_same_run(full, resumed)
     assert full.sim_calls == resumed.sim_calls
 
 
