@@ -34,9 +34,12 @@ from simulator import Cluster, CostModel, SimulatorError
 from simulator import relevel as relevels
 from simulator.cost_model import PROFILE_DIR
 from simulator.devices import DATASHEET, Roofline
+from simulator.graph import FloatArray, IntArray, OpGraph
+from simulator.hardware import calibration
 from simulator.hardware.calibration import (
     WAKE_AFTER_S,
     SharedHostCase,
+    calibration_placements,
     fit_link,
     fit_roofline,
     fit_two_workers,
@@ -44,8 +47,9 @@ from simulator.hardware.calibration import (
     stored_cases,
     two_worker_cluster,
 )
-from simulator.hardware.executor import Executor, Measurement, Program, handoff_latency
+from simulator.hardware.executor import Executor, Program, handoff_latency
 from simulator.hardware.fidelity import Validator, fastest_level, predict
+from simulator.hardware.fresh import in_fresh_process
 from simulator.hardware.profiler import (
     kernel_calls,
     machine_meta,
@@ -196,16 +200,42 @@ def _in_step_times(
     step's op times alone, without the rescaling, predicted BERT-small 1.39x its paired
     level (results/fidelity/README.md, "op times at the speed reports use").
     """
+    cluster = two_worker_cluster(prof.device_type)
+    isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     cases = []
 
-    def measure(runner: Executor, name: str) -> tuple[float, Measurement]:
-        case, steps = measure_calibration(runner, name)
-        cases.append(case)
-        step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
-        return case.measured[0], step  # `calibration_placements` starts with one worker
+    def measure(name: str, graph: OpGraph, model: CostModel) -> tuple[float, float, FloatArray]:
+        # in a process of its own, as `eagle-validate` measures (`in_fresh_process`)
+        steps, step_time, op_time = in_fresh_process(
+            _calibration_steps, name, cluster, prof.device_type, isolated, roofline,
+            calibration.CALIBRATION_PLACEMENTS, calibration.CALIBRATION_ROUNDS,
+        )  # fmt: skip
+        placements = tuple(calibration_placements(graph, len(steps)).values())
+        cases.append(SharedHostCase(name, graph, placements, steps))
+        return steps[0], step_time, op_time  # `calibration_placements`: one worker first
 
-    cluster = two_worker_cluster(prof.device_type)
     return _record_in_step_times(prof, roofline, cluster, suite_names, measure), cases
+
+
+def _calibration_steps(
+    name: str,
+    cluster: Cluster,
+    device_type: str,
+    isolated: dict[str, float],
+    roofline: Roofline,
+    count: int,
+    rounds: tuple[int, int],
+) -> tuple[tuple[float, ...], float, FloatArray]:
+    """A suite's `count` calibration steps (`measure_calibration`), run in a process of
+    its own: their measured seconds, and the median round's one-worker step time and op
+    times."""
+    graph, module, args = suites.program(name, "small")
+    torch.set_num_threads(1)  # as the executor's CPU workers run
+    model = CostModel(cluster, {device_type: roofline}, {device_type: isolated})
+    runner = Executor(Program(module, args), graph, cluster, model)
+    case, steps = measure_calibration(runner, name, count, rounds)
+    step = steps[int(np.argsort([s.step_time for s in steps])[len(steps) // 2])]
+    return case.measured, step.step_time, step.op_time
 
 
 def _gpu_in_step_times(
@@ -225,10 +255,11 @@ def _gpu_in_step_times(
     gpu = {"name": f"gpu{device.index or 0}", "type": prof.device_type, "memory": 1e12}
     cluster = Cluster.from_dict({"name": "one-gpu", "devices": [gpu]})
 
-    def measure(runner: Executor, name: str) -> tuple[float, Measurement]:
-        alone = np.zeros(runner.graph.num_ops, dtype=np.int64)
-        step = runner.measure(alone, warmup=2, repeats=GPU_STEPS)
-        return step.step_time, step
+    def measure(name: str, graph: OpGraph, model: CostModel) -> tuple[float, float, FloatArray]:
+        _, module, args = suites.program(name, "small")
+        runner = Executor(Program(module, args), graph, cluster, model)
+        step = runner.measure(np.zeros(graph.num_ops, dtype=np.int64), warmup=2, repeats=GPU_STEPS)
+        return step.step_time, step.step_time, step.op_time
 
     return _record_in_step_times(prof, roofline, cluster, suite_names, measure)
 
@@ -238,29 +269,30 @@ def _record_in_step_times(
     roofline: Roofline,
     cluster: Cluster,
     suite_names: list[str],
-    measure: Callable[[Executor, str], tuple[float, Measurement]],
+    measure: Callable[[str, OpGraph, CostModel], tuple[float, float, FloatArray]],
 ) -> float:
-    """Per small suite, run `measure` on the executor of its step on the one-device
-    placement: it returns the step's time (its level) and a step whose ops' times to
-    keep. Each op's time, rescaled to that level, plus an equal share of the rest of the
-    step (the worker loop between ops) is a sample of its signature's `in_step_s` (their
-    median). Returns the per-op overhead of ops only timed alone: per suite, (the level
-    - the isolated times' sum) / kernels, the median over the suites."""
+    """Per small suite, `measure` (its name, graph and the model of the profile's times)
+    measures its step on the one-device placement: the step's time (its level), and the
+    time and op times of a step whose ops' times to keep. Each op's time, rescaled to
+    that level, plus an equal share of the rest of the step (the worker loop between
+    ops) is a sample of its signature's `in_step_s` (their median). Returns the per-op
+    overhead of ops only timed alone: per suite, (the level - the isolated times' sum) /
+    kernels, the median over the suites."""
     isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     model = CostModel(cluster, {prof.device_type: roofline}, {prof.device_type: isolated})
     per_suite = []
     samples: dict[str, list[float]] = {}
     for name in suite_names:
-        graph, module, args = suites.program(name, "small")
+        graph = suites.load(name, "small")
         predicted = model.op_times(graph)[:, 0]
-        level, step = measure(Executor(Program(module, args), graph, cluster, model), name)
+        level, step_time, op_time = measure(name, graph, model)
         kernels = max(1, int(np.count_nonzero(predicted)))
         per_suite.append((level - float(predicted.sum())) / kernels)
         timed = {i: sig for i, sig in enumerate(graph.signatures) if sig is not None}
-        speed = level / step.step_time
-        loop = (level - speed * float(step.op_time[list(timed)].sum())) / max(1, len(timed))
+        speed = level / step_time
+        loop = (level - speed * float(op_time[list(timed)].sum())) / max(1, len(timed))
         for i, sig in timed.items():
-            samples.setdefault(sig, []).append(float(step.op_time[i]) * speed + loop)
+            samples.setdefault(sig, []).append(float(op_time[i]) * speed + loop)
     for row in prof.ops:
         if row["signature"] in samples:
             row["in_step_s"] = float(np.median(samples[row["signature"]]))
@@ -352,64 +384,28 @@ def _spread(items: list[Any], count: int) -> list[Any]:
 
 def _relevel(device: torch.device, names: list[str], profile_path: Path) -> relevels.Relevel:
     """`--relevel`: map the profile at `profile_path` onto this machine (`simulator.
-    relevel`). Per small suite, `RELEVEL_KERNELS` of its kernels of each kind, spread
-    over their profiled times, are timed alone as the profiler timed them (one thread):
-    each kind's median ratio to the profile is the fit's prior. Then the suite's
-    one-worker step (and a hand-off after every op, as a check) is measured on cpu2 as
-    `eagle-validate` measures, and the factors are fitted to the one-worker steps
-    (`relevels.fit_factors`)."""
+    relevel`). Per small suite, in a process of its own as `eagle-validate` measures
+    (`in_fresh_process`): its one-worker step (and a hand-off after every op, as a check)
+    measured on cpu2 as `eagle-validate` measures it, then `RELEVEL_KERNELS` of its
+    kernels of each kind, spread over their profiled times, timed alone as the profiler
+    timed them (one thread): each kind's median ratio to the profile is the fit's prior.
+    The factors are fitted to the one-worker steps (`relevels.fit_factors`)."""
     if device.type != "cpu":
         raise CliError("--relevel re-levels the CPU workers' profile; use --device cpu")
     prof = Profile.load(profile_path)
-    rows = {row["signature"]: row for row in prof.ops}
     cluster = Cluster.load("cpu2")
     if {d.type for d in cluster.devices} != {prof.device_type}:
         raise CliError(f"{profile_path} profiles {prof.device_type!r}, not cpu2's workers")
-    raw = CostModel.default(cluster, [profile_path], relevel=False)
     ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS}
     parts: list[dict[str, float]] = []  # per suite: its one-worker step's seconds by kind
-    graphs = {}
     measured: dict[str, dict[str, float]] = {}
-    places: dict[str, dict[str, Any]] = {}
     for name in names:
-        graph, module, args = suites.program(name, "small")
-        graphs[name] = graph
-        times = raw.op_times(graph)[:, 0]
-        kinds = [
-            relevels.kind(graph.op_type(i), rows[sig]["median_s"] if sig in rows else t)
-            for i, (sig, t) in enumerate(zip(graph.signatures, times, strict=True))
-        ]
-        parts.append({k: float(times[[x == k for x in kinds]].sum()) for k in ratios})
-        by_kind: dict[str, list[Any]] = {k: [] for k in ratios}
-        for call in kernel_calls(module, graph):
-            row = rows.get(call.signature)
-            if row is not None:
-                by_kind[relevels.kind(row["type"], row["median_s"])].append(call)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
-        try:
-            for k, calls in by_kind.items():
-                calls.sort(key=lambda c: rows[c.signature]["median_s"])
-                for call in _spread(calls, RELEVEL_KERNELS):
-                    here, _, _ = time_call(call.make(device), device, min_seconds=0.02)
-                    ratios[k].append(here / rows[call.signature]["median_s"])
-        finally:
-            torch.set_num_threads(threads)
-        # The steps with this suite's program alone in the process, as in `eagle-validate`:
-        # with the other two suites' programs loaded, BERT-small's one-worker step came out
-        # 4% and 7% slower (two tries), and reports had read it 4-12% faster than the
-        # re-level before them, which measured every suite with all three loaded
-        # (results/fidelity/README.md, "On a fourth machine").
-        validator = Validator(graph, Program(module, args), cluster, raw, statistic="paired")
-        places[name] = {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
-                        "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
-        steps: dict[str, list[float]] = {label: [] for label in places[name]}
-        for _ in range(RELEVEL_ROUNDS):
-            for point in validator.measure_many(places[name]):
-                steps[point.label] += point.times
-        measured[name] = {label: fastest_level(t) for label, t in steps.items()}
-        del module, args, validator
-        gc.collect()
+        suite_ratios, suite_parts, measured[name] = in_fresh_process(
+            _relevel_suite, name, profile_path
+        )
+        parts.append(suite_parts)
+        for k, v in suite_ratios.items():
+            ratios[k] += v
     missing = [k for k, v in ratios.items() if not v]
     if missing:
         raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
@@ -428,14 +424,61 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     found.save()
     model = CostModel.default(cluster, [profile_path])  # with the factors just saved
     checks: dict[str, dict[str, float]] = {}
-    for name, graph in graphs.items():
+    for name in names:
+        graph = suites.load(name, "small")
         checks[name] = {}
-        for label, placement in places[name].items():
+        for label, placement in _relevel_placements(graph).items():
             checks[name][f"{label} measured"] = measured[name][label]
             checks[name][f"{label} predicted"] = predict(graph, placement, cluster, model)
     found = replace(found, checks={**found.checks, "steps": checks})
     found.save()
     return found
+
+
+def _relevel_placements(graph: OpGraph) -> dict[str, IntArray]:
+    return {"one worker": np.zeros(graph.num_ops, dtype=np.int64),
+            "hand-off after every op": dealt_in_chunks(graph, 1, 2)}  # fmt: skip
+
+
+def _relevel_suite(
+    name: str, profile_path: Path
+) -> tuple[dict[str, list[float]], dict[str, float], dict[str, float]]:
+    """One suite's part of `_relevel`, run in a process of its own: its reference
+    kernels' ratios (time here / in the profile) by kind, its one-worker step's predicted
+    seconds by kind, and the measured steps of `_relevel_placements`."""
+    prof = Profile.load(profile_path)
+    rows = {row["signature"]: row for row in prof.ops}
+    cluster = Cluster.load("cpu2")
+    raw = CostModel.default(cluster, [profile_path], relevel=False)
+    graph, module, args = suites.program(name, "small")
+    torch.set_num_threads(1)  # as the profiler and the executor's CPU workers run
+    # The steps first, as `eagle-validate` measures them: nothing timed before them here
+    validator = Validator(graph, Program(module, args), cluster, raw, statistic="paired")
+    places = _relevel_placements(graph)
+    steps: dict[str, list[float]] = {label: [] for label in places}
+    for _ in range(RELEVEL_ROUNDS):
+        for point in validator.measure_many(places):
+            steps[point.label] += point.times
+    measured = {label: fastest_level(t) for label, t in steps.items()}
+    times = raw.op_times(graph)[:, 0]
+    kinds = [
+        relevels.kind(graph.op_type(i), rows[sig]["median_s"] if sig in rows else t)
+        for i, (sig, t) in enumerate(zip(graph.signatures, times, strict=True))
+    ]
+    parts = {k: float(times[[x == k for x in kinds]].sum()) for k in relevels.FACTORS}
+    by_kind: dict[str, list[Any]] = {k: [] for k in relevels.FACTORS}
+    for call in kernel_calls(module, graph):
+        row = rows.get(call.signature)
+        if row is not None:
+            by_kind[relevels.kind(row["type"], row["median_s"])].append(call)
+    ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS}
+    device = torch.device("cpu")
+    for k, calls in by_kind.items():
+        calls.sort(key=lambda c: rows[c.signature]["median_s"])
+        for call in _spread(calls, RELEVEL_KERNELS):
+            here, _, _ = time_call(call.make(device), device, min_seconds=0.02)
+            ratios[k].append(here / rows[call.signature]["median_s"])
+    return ratios, parts, measured
 
 
 def _relevel_lines(found: relevels.Relevel) -> str:

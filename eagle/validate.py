@@ -45,7 +45,8 @@ cluster, and pools their measured times (`simulator.hardware.fidelity.pool_runs`
 run's tau is mostly noise on a shared host, so a change to the model is judged against
 many runs. A report that kept its re-level is re-predicted with it, as on the machine
 that measured it (a report whose re-level maps another profile is left out, and named);
-the others with the profile as measured. Only the placements every report measured count
+the others with the profile as measured, and with `--as-measured` all of them (how
+reports re-levelled for an earlier profile are pooled after a re-profile). Only the placements every report measured count
 in the pool (a label whose placement differs between reports is left out); each report's
 own tau and median APE over all its placements are printed too.
 """
@@ -157,6 +158,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", type=Path, nargs="+", metavar="DIR", help="measure nothing: "
                    "re-predict and pool the reports in DIR/*/ of this suite, variant and "
                    "cluster, each with the re-level it kept")  # fmt: skip
+    p.add_argument("--as-measured", action="store_true", help="with --pool: re-predict every "
+                   "report with the profile as measured, not the re-level it kept (those "
+                   "of an earlier profile cannot apply to this one)")  # fmt: skip
     return p
 
 
@@ -333,7 +337,7 @@ def pool(args: argparse.Namespace) -> PooledReports:
         ):  # fmt: skip
             continue
         report = f"{folder.parent.name}/{folder.name}"
-        files = sorted(folder.glob(RELEVEL_FILE.format("*")))
+        files = [] if args.as_measured else sorted(folder.glob(RELEVEL_FILE.format("*")))
         kept = {r.device_type: r for r in map(relevels.load, files)}
         try:
             model = CostModel.default(cluster, relevel=kept) if kept else as_measured

@@ -13,6 +13,8 @@ import eagle.profile
 import simulator.hardware.calibration as calibration
 from eagle.profile import main as profile_main
 from simulator import Cluster, CostModel, CostModelError
+from simulator import relevel as relevels
+from simulator.cost_model import PROFILE_DIR
 from simulator.devices import DATASHEET
 from simulator.hardware.calibration import SharedHostCase, calibration_placements
 from simulator.hardware.executor import Measurement
@@ -154,12 +156,13 @@ def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suit
     in_median_step = np.array([8e-6 if s in slow else 4e-6 if s else 1e-6
                                for s in graph.signatures])  # fmt: skip
 
-    def rounds(runner, name):
+    def rounds(runner, name, count, rounds):
         steps = [Measurement(t, (t,), (0.0,), np.zeros(2), in_median_step * t / 0.04, 0.0)
                  for t in (0.05, 0.04, 0.045)]  # fmt: skip
         return SharedHostCase(name, graph, (), (0.03,)), steps
 
     monkeypatch.setattr(eagle.profile, "measure_calibration", rounds)
+    monkeypatch.setattr(eagle.profile, "in_fresh_process", lambda fn, *args: fn(*args))
     overhead, _ = eagle.profile._in_step_times(prof, DATASHEET["cpu-worker"], ["bert"])
     # at the paired level (x 0.75), plus an equal share of the rest of the 30 ms step
     kernels = [s is not None for s in graph.signatures]
@@ -170,6 +173,29 @@ def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suit
     assert sum(in_step[s] for s in graph.signatures if s) == pytest.approx(0.03)
     # the ops timed alone (2 us each) sum to less than the 30 ms step: the rest per op
     assert overhead == pytest.approx((0.03 - 2e-6 * sum(kernels)) / sum(kernels), rel=1e-3)
+
+
+def test_relevel_measures_each_suite_in_a_process_of_its_own(
+    cached_small_suites, tmp_path, monkeypatch
+):
+    # in this process, so that one round suffices: this checks the plumbing, not the numbers
+    monkeypatch.setenv("EAGLE_RELEVEL_DIR", str(tmp_path))
+    monkeypatch.setattr(eagle.profile, "RELEVEL_ROUNDS", 1)
+    calls = []
+
+    def here(fn, *args):
+        calls.append((fn.__name__, args[0]))
+        return fn(*args)
+
+    monkeypatch.setattr(eagle.profile, "in_fresh_process", here)
+    path = PROFILE_DIR / "cpu-worker.json.gz"
+    found = eagle.profile._relevel(torch.device("cpu"), ["bert"], path)
+    assert calls == [("_relevel_suite", "bert")]
+    assert relevels.for_profile("cpu-worker", path) == found  # stored for this host
+    steps = found.checks["steps"]["bert"]
+    assert set(steps) == {f"{label} {what}" for label in ("one worker", "hand-off after every op")
+                          for what in ("measured", "predicted")}  # fmt: skip
+    assert all(t > 0 for t in steps.values()) and all(f > 0 for f in found.factors.values())
 
 
 def test_calibration_placements_are_none_that_eagle_validate_measures(cached_small_suites):

@@ -147,6 +147,10 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     assert main(["--suite", "bert", "--pool", str(history)]) == 0
     out_text = capsys.readouterr().out
     assert "1 reports" in out_text and "left out: history/b: the re-level" in out_text
+    as_measured = pool(parser().parse_args(["--suite", "bert", "--pool", str(history),
+                                            "--as-measured"]))  # fmt: skip
+    assert [r.relevelled for r in as_measured.reports] == [False, False]
+    assert as_measured.pooled.miss == pytest.approx(pooled.miss)  # as the two copies were
     (history / "b" / "relevel-cpu-worker.json").unlink()
     edited = pd.read_csv(history / "b" / "points.csv").replace({"label": {"heft": "mine"}})
     edited.to_csv(history / "b" / "points.csv", index=False)  # a hand-edited report

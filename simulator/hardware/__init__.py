@@ -10,4 +10,5 @@ the suites (`eagle-profile`, `eagle-validate`) live in `eagle/`.
 - `profiler`: times each distinct kernel call and link copies on one device.
 - `calibration`: fits a device type's roofline, link and shared-host constants.
 - `fidelity`: predicted vs measured, the rank statistics and their intervals.
+- `fresh`: a function run in a new interpreter (each suite's steps measured apart).
 """

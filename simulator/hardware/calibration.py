@@ -317,21 +317,27 @@ def two_worker_cluster(device_type: str, contention: float = 0.0, waiting: float
     return Cluster.from_dict({"name": "two-workers", "devices": devices, "links": links})
 
 
-def measure_calibration(runner: Executor, name: str) -> tuple[SharedHostCase, list[Measurement]]:
-    """Measure a suite's `calibration_placements` as `eagle-validate` measures its own:
-    rounds of fresh workers, steps interleaved, each placement with its mirror image,
-    summarised by the `paired` statistic. Returns the case to fit and the one-worker
-    placement's measurement of every round (its ops' in-step times)."""
+def measure_calibration(
+    runner: Executor,
+    name: str,
+    count: int = CALIBRATION_PLACEMENTS,
+    rounds: tuple[int, int] = CALIBRATION_ROUNDS,
+) -> tuple[SharedHostCase, list[Measurement]]:
+    """Measure a suite's `count` `calibration_placements` as `eagle-validate` measures
+    its own: rounds of fresh workers (as many as fit `CALIBRATION_BUDGET_S`, within
+    `rounds`), steps interleaved, each placement with its mirror image, summarised by the
+    `paired` statistic. Returns the case to fit and the one-worker placement's
+    measurement of every round (its ops' in-step times)."""
     graph = runner.graph
-    placements = calibration_placements(graph, CALIBRATION_PLACEMENTS)
+    placements = calibration_placements(graph, count)
     places = list(placements.values())
     mirror = np.array([1, 0])
     times: list[list[float]] = [[] for _ in places]
     one_worker: list[Measurement] = []
-    low, high = CALIBRATION_ROUNDS
-    rounds, start = high, time.perf_counter()
+    low, high = rounds
+    total, start = high, time.perf_counter()
     r = 0
-    while r < rounds:
+    while r < total:
         measured = runner.measure_many(places + [mirror[p] for p in places], warmup=1, repeats=4)
         for k in range(len(places)):
             times[k] += [*measured[k].step_times, *measured[k + len(places)].step_times]
@@ -339,7 +345,7 @@ def measure_calibration(runner: Executor, name: str) -> tuple[SharedHostCase, li
         r += 1
         if r == 1:  # the first round says how many fit in the budget
             per_round = time.perf_counter() - start
-            rounds = int(np.clip(CALIBRATION_BUDGET_S // max(per_round, 1e-9), low, high))
+            total = int(np.clip(CALIBRATION_BUDGET_S // max(per_round, 1e-9), low, high))
     case = SharedHostCase(name, graph, tuple(places), tuple(STATISTICS["paired"](times)))
     return case, one_worker
 
