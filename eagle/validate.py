@@ -46,9 +46,10 @@ run's tau is mostly noise on a shared host, so a change to the model is judged a
 many runs. A report that kept its re-level is re-predicted with it, as on the machine
 that measured it (a report whose re-level maps another profile is left out, and named);
 the others with the profile as measured, and with `--as-measured` all of them (how
-reports re-levelled for an earlier profile are pooled after a re-profile). Only the placements every report measured count
-in the pool (a label whose placement differs between reports is left out); each report's
-own tau and median APE over all its placements are printed too.
+reports re-levelled for an earlier profile are pooled after a re-profile). Only the
+placements every report measured count in the pool (a label whose placement differs
+between reports is left out); each report's own tau and median APE over all its
+placements are printed too.
 """
 
 from __future__ import annotations
