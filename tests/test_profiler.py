@@ -146,6 +146,16 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     assert "keeps no calibration steps" in capsys.readouterr().err
 
 
+def in_this_process(fn, *args):
+    """`in_fresh_process` without the new process (so that a test's patches apply),
+    leaving this one's torch threads as they were (a measurement sets one)."""
+    threads = torch.get_num_threads()
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suites, monkeypatch):
     # three one-worker rounds, the median one at 40 ms, in which every op of a signature
     # took 4 or 8 us; the one-worker placement's paired level (its fastest steps) is 30 ms
@@ -162,7 +172,7 @@ def test_in_step_times_are_at_the_speed_eagle_validate_reports(cached_small_suit
         return SharedHostCase(name, graph, (), (0.03,)), steps
 
     monkeypatch.setattr(eagle.profile, "measure_calibration", rounds)
-    monkeypatch.setattr(eagle.profile, "in_fresh_process", lambda fn, *args: fn(*args))
+    monkeypatch.setattr(eagle.profile, "in_fresh_process", in_this_process)
     overhead, _ = eagle.profile._in_step_times(prof, DATASHEET["cpu-worker"], ["bert"])
     # at the paired level (x 0.75), plus an equal share of the rest of the 30 ms step
     kernels = [s is not None for s in graph.signatures]
@@ -185,7 +195,7 @@ def test_relevel_measures_each_suite_in_a_process_of_its_own(
 
     def here(fn, *args):
         calls.append((fn.__name__, args[0]))
-        return fn(*args)
+        return in_this_process(fn, *args)
 
     monkeypatch.setattr(eagle.profile, "in_fresh_process", here)
     path = PROFILE_DIR / "cpu-worker.json.gz"
