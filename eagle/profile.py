@@ -39,7 +39,7 @@ from simulator.hardware import calibration
 from simulator.hardware.calibration import (
     WAKE_AFTER_S,
     SharedHostCase,
-    calibration_placements,
+    calibration_case,
     fit_link,
     fit_roofline,
     fit_two_workers,
@@ -210,8 +210,7 @@ def _in_step_times(
             _calibration_steps, name, cluster, prof.device_type, isolated, roofline,
             calibration.CALIBRATION_PLACEMENTS, calibration.CALIBRATION_ROUNDS,
         )  # fmt: skip
-        placements = tuple(calibration_placements(graph, len(steps)).values())
-        cases.append(SharedHostCase(name, graph, placements, steps))
+        cases.append(calibration_case(name, graph, steps))
         return steps[0], step_time, op_time  # `calibration_placements`: one worker first
 
     return _record_in_step_times(prof, roofline, cluster, suite_names, measure), cases

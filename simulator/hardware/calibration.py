@@ -363,10 +363,16 @@ def stored_cases(prof: Profile, graphs: dict[str, OpGraph]) -> list[SharedHostCa
     for name, measured in stored.items():
         if name not in graphs:
             raise CostModelError(f"no graph given for the calibration steps of {name!r}")
-        # as many as were measured (`CALIBRATION_PLACEMENTS` then): the same placements
-        placements = tuple(calibration_placements(graphs[name], len(measured)).values())
-        cases.append(SharedHostCase(name, graphs[name], placements, tuple(measured)))
+        cases.append(calibration_case(name, graphs[name], measured))
     return cases
+
+
+def calibration_case(name: str, graph: OpGraph, measured: Sequence[float]) -> SharedHostCase:
+    """The case of a suite's calibration steps measured elsewhere (stored in a profile,
+    or sent back by another process): `calibration_placements` gives the same placements
+    again, as many as were measured (`CALIBRATION_PLACEMENTS` then)."""
+    placements = tuple(calibration_placements(graph, len(measured)).values())
+    return SharedHostCase(name, graph, placements, tuple(measured))
 
 
 def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
