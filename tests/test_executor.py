@@ -178,6 +178,29 @@ def test_thread_workers_agree(cpu2):
     assert all(t > 0 for t in runs.times) and runs.starts[0] < runs.starts[1]
 
 
+@pytest.mark.parametrize("runner", [ProcessRunner, ThreadRunner])
+def test_op_starts_follow_the_order_and_the_hand_offs(cpu2, runner):
+    # what results/fidelity/op_costs.py reads hand-off delays from: on each device an op
+    # starts after the one before it ended; an op that reads another device's output
+    # starts after that op ended (and its copy was made)
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    ex = Executor(program, graph, *cpu2)
+    place = placements(graph)["alternating"]
+    order = ex.order(place)
+    runs = runner(ex).run([place], [order], runs=2)[0]
+    kernels = np.array([bool(ex.nodes_of[i]) for i in range(graph.num_ops)])
+    for start, took in zip(runs.op_start, runs.op_time, strict=True):
+        ran = start > 0  # the kernels, and on processes the bare inputs that send copies
+        assert ran[kernels].all()
+        end = start + took
+        for ops in order:
+            ops = [i for i in ops if ran[i]]
+            assert all(end[a] <= start[b] for a, b in itertools.pairwise(ops))
+        for j, i in zip(graph.edge_src, graph.edge_dst, strict=True):
+            if ran[j] and ran[i] and place[j] != place[i]:
+                assert end[j] <= start[i]
+
+
 def test_cpu_devices_run_as_processes(cpu2):
     _, _, _, graph, program = tiny_step(dropout=0.0)
     assert isinstance(Executor(program, graph, *cpu2).runner, ProcessRunner)

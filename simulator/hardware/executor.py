@@ -233,6 +233,7 @@ class _ThreadStep:
     start: threading.Barrier  # the threads and the caller: the step starts at once
     busy: list[float]  # per device: seconds in its ops
     op_time: FloatArray  # per op: seconds
+    op_start: FloatArray  # per op: time.perf_counter when it started, after its waits
     moved: dict[tuple[torch.fx.Node, int], Any] = field(default_factory=dict)  # to device
     errors: list[BaseException] = field(default_factory=list)
 
@@ -263,14 +264,16 @@ class ThreadRunner:
             starts=[r[0] for r in done],
             busy=[r[2] for r in done],
             op_time=np.stack([r[3] for r in done]),
+            op_start=np.stack([r[5] for r in done]),
             loss=float(done[-1][4]),
         )
 
     def _step(
         self, place: IntArray, order: list[list[int]]
-    ) -> tuple[float, float, list[float], FloatArray, Any]:
-        """One step: (start, seconds, busy seconds per device, seconds per op, loss). The
-        clock runs from releasing the device threads to the last one finishing."""
+    ) -> tuple[float, float, list[float], FloatArray, Any, FloatArray]:
+        """One step: (start, seconds, busy seconds per device, seconds per op, loss, each
+        op's start). The clock runs from releasing the device threads to the last one
+        finishing."""
         ex = self.executor
         num_ops, num_devices = ex.graph.num_ops, len(ex.devices)
         env: dict[torch.fx.Node, Any] = {}
@@ -283,6 +286,7 @@ class ThreadRunner:
             start=threading.Barrier(num_devices + 1),
             busy=[0.0] * num_devices,
             op_time=np.zeros(num_ops),
+            op_start=np.zeros(num_ops),
         )
         for i in range(num_ops):
             if not ex.nodes_of[i]:
@@ -300,7 +304,7 @@ class ThreadRunner:
         elapsed = time.perf_counter() - t0
         if step.errors:
             raise step.errors[0]
-        return t0, elapsed, step.busy, step.op_time, env[ex.loss_node]
+        return t0, elapsed, step.busy, step.op_time, env[ex.loss_node], step.op_start
 
     def _device(self, d: int, step: _ThreadStep) -> None:
         """Device d's thread: its ops in order, each once the ops it reads are done."""
@@ -333,6 +337,7 @@ class ThreadRunner:
                     if stream is not None:
                         stream.synchronize()  # hand-offs wait for the kernel, not its launch
                     op_time[i] = time.perf_counter() - t0
+                    step.op_start[i] = t0
                     busy[d] += op_time[i]
                     done[i].set()
         except BaseException as e:  # surfaced by the caller; free the other workers
@@ -413,6 +418,7 @@ class ProcessRunner:
                     starts=starts.tolist(),
                     busy=shared.busy.tolist(),
                     op_time=shared.op_time.numpy().copy(),
+                    op_start=shared.op_start.numpy().copy(),
                     loss=float(shared.loss[0]),
                 )
             )
@@ -443,6 +449,7 @@ class ProcessRunner:
             ends=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             busy=torch.zeros(runs, num, dtype=torch.float64).share_memory_(),
             op_time=torch.zeros(runs, ex.graph.num_ops, dtype=torch.float64).share_memory_(),
+            op_start=torch.zeros(runs, ex.graph.num_ops, dtype=torch.float64).share_memory_(),
             loss=torch.zeros(1, dtype=torch.float64).share_memory_(),
             barrier=context.Barrier(num + 1),  # the parent waits without using a core
             errors=context.SimpleQueue(),
@@ -472,6 +479,7 @@ class ProcessRunner:
             flags, awake = shared.flags.numpy(), shared.awake.numpy()
             starts, ends = shared.starts.numpy(), shared.ends.numpy()
             busy_times, op_times = shared.busy.numpy(), shared.op_time.numpy()
+            op_starts = shared.op_start.numpy()
             work, steps = self._steps(d, plan)
             local = ex._inputs(place, d)
             received = {  # another device's values, as their copies here
@@ -494,7 +502,7 @@ class ProcessRunner:
                     env = _WorkerEnv(local, received)
                     fetch = env.__getitem__
                     busy = 0.0
-                    op_time = op_times[r]
+                    op_time, op_start = op_times[r], op_starts[r]
                     for i, (waits, nodes, copies) in zip(work, steps, strict=True):
                         for k in waits:
                             while flags[k] < gen:
@@ -512,6 +520,7 @@ class ProcessRunner:
                                     if slot is not None:
                                         slot.copy_(leaf)
                         op_time[i] = time.perf_counter() - t0
+                        op_start[i] = t0
                         busy += op_time[i]
                         for k, _ in copies:
                             flags[k] = gen
@@ -720,6 +729,8 @@ class Runs:
     starts: list[float]  # time.perf_counter at each run's start
     busy: list[list[float]]  # [runs][devices]
     op_time: FloatArray  # [runs, ops]
+    op_start: FloatArray  # [runs, ops] time.perf_counter when each op started (after the
+    # copies it waited for); 0 for an op that does nothing (a bare input)
     loss: float
 
 
@@ -733,6 +744,7 @@ class _Shared:
     ends: torch.Tensor  # [repeats, devices] perf_counter when each worker finished
     busy: torch.Tensor  # [repeats, devices] seconds each worker spent in its ops
     op_time: torch.Tensor  # [repeats, ops] seconds of each op (with the copies it makes)
+    op_start: torch.Tensor  # [repeats, ops] perf_counter when each op started
     loss: torch.Tensor  # [1]
     barrier: Any  # the parent and every worker meet: twice a repeat, once at the end
     errors: Any  # multiprocessing.SimpleQueue of worker failures

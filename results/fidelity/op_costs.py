@@ -1,0 +1,167 @@
+"""What a hand-off costs each op inside a step, read from the executor's own op times.
+
+`eagle-validate` compares whole steps; this looks inside them. It measures a report's
+placements again (each with its mirror image, steps interleaved, as eagle-validate does)
+and keeps every op's median in-step time (`Measurement.op_time`: from the op's first
+kernel to its last copy made). An op's time in a two-worker placement, less its time in
+the one-worker placement measured in the same rounds, is what that placement adds to it.
+Least squares over every op of every placement (reweighted twice, Huber-style, against
+a few noisy large kernels) splits that into:
+
+- per copy the op makes (the sender's memcpy into shared memory): fixed + per KB;
+- per input it reads from the other worker: fixed + per KB;
+- starting after a wait (the simulator's trace says its worker was idle before it).
+
+Then the ops after a wait, less those fitted copy and read costs, by how long the wait
+was. And between the ops, from each op's start (`Runs.op_start`): how long after the op
+it waited for (and its copy) ended a reader starts, when it was waiting, and how long
+after the op before it an op starts otherwise (the worker's loop).
+results/fidelity/README.md, "Inside the step", quotes its numbers.
+
+    PYTHONPATH=. .venv/bin/python results/fidelity/op_costs.py \
+        results/fidelity/fresh-2026-12-05/bert --rounds 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+import suites
+from simulator.cluster import Cluster
+from simulator.cost_model import CostModel
+from simulator.engine import simulate
+from simulator.graph import OpGraph
+from simulator.hardware.executor import Executor, Program
+
+NAMES = ("copies made", "KB made", "inputs read", "KB read", "after a wait")
+WAIT_BINS_US = (2, 10, 30, 100, 300, 1000, 1e9)
+
+
+def op_rows(graph: OpGraph, cluster: Cluster, model: CostModel, place: np.ndarray) -> np.ndarray:
+    """Per op: copies made, KB made, inputs read from the other worker, KB read, and
+    the idle time before it on its worker (seconds; 0 if none), from the simulator."""
+    trace = simulate(graph, place, cluster, model, trace=True).trace
+    assert trace is not None
+    made, kb_made = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
+    np.add.at(made, trace.copy_op, 1)
+    np.add.at(kb_made, trace.copy_op, trace.copy_bytes / 1e3)
+    src, dst = graph.edge_src, graph.edge_dst
+    cross = place[src] != place[dst]
+    read, kb_read = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
+    for _, d in set(zip(src[cross].tolist(), dst[cross].tolist(), strict=True)):
+        read[d] += 1  # once per producer, as the simulator copies
+    np.add.at(kb_read, dst[cross], graph.edge_bytes[cross] / 1e3)
+    waited = np.zeros(graph.num_ops)
+    for device in range(cluster.num_devices):
+        ops = np.flatnonzero(place == device)
+        ops = ops[np.argsort(trace.op_start[ops], kind="stable")]
+        idle = trace.op_start[ops[1:]] - np.maximum.accumulate(trace.op_end[ops])[:-1]
+        waited[ops[1:]] = np.where(idle > 2e-6, idle, 0.0)
+    return np.column_stack([made, kb_made, read, kb_read, waited])
+
+
+def gaps(
+    graph: OpGraph,
+    place: np.ndarray,
+    order: list[list[int]],
+    start: np.ndarray,
+    end: np.ndarray,
+) -> tuple[list[float], list[float]]:
+    """One measured step's hand-off delays (an op that waited: its start less the end of
+    the last op it read from the other worker) and the gaps between ops that did not wait
+    (start less the end of the op before on the worker), seconds."""
+    cross = place[graph.edge_src] != place[graph.edge_dst]
+    inputs: dict[int, list[int]] = {}
+    for j, i in zip(graph.edge_src[cross].tolist(), graph.edge_dst[cross].tolist(), strict=True):
+        inputs.setdefault(i, []).append(j)
+    waited, between = [], []
+    for ops in order:
+        ran = [i for i in ops if start[i] > 0]
+        for before, i in itertools.pairwise(ran):
+            arrived = max((end[j] for j in inputs.get(i, []) if start[j] > 0), default=0.0)
+            if arrived > end[before]:  # it was ready before its input was
+                waited.append(start[i] - arrived)
+            else:
+                between.append(start[i] - end[before])
+    return waited, between
+
+
+def robust_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares with an intercept, reweighted twice to damp residuals > 3 sigma."""
+    design = np.column_stack([np.ones(len(y)), x])
+    weights = np.ones(len(y))
+    for _ in range(3):
+        coef, *_ = np.linalg.lstsq(design * weights[:, None], y * weights, rcond=None)
+        residual = np.abs(y - design @ coef)
+        sigma = 1.4826 * np.median(residual)
+        weights = np.clip(3 * sigma / np.maximum(residual, 1e-12), 0, 1)
+    return np.asarray(coef)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report", type=Path, help="an eagle-validate report folder (cpu2)")
+    parser.add_argument("--rounds", type=int, default=12)
+    args = parser.parse_args()
+    summary = json.loads((args.report / "summary.json").read_text())
+    suite, variant = summary["suite"], summary["variant"]
+    placements = json.loads(gzip.decompress((args.report / "placements.json.gz").read_bytes()))
+    graph, module, values = suites.program(suite, variant)
+    cluster = Cluster.load("cpu2")
+    model = CostModel.default(cluster, relevel=False)
+    labels = list(placements)
+    places = [np.asarray(placements[label], dtype=np.int64) for label in labels]
+    mirror = cluster.mirror()
+    assert mirror is not None, "cpu2's two workers are interchangeable"
+    places += [mirror[p] for p in places]
+    executor = Executor(Program(module, values), graph, cluster, model)
+    orders = [executor.order(p) for p in places]
+    op_times, handoffs, loops = [], [], []
+    for r in range(args.rounds):
+        done = executor.runner.run(places, orders, 5)  # a warm-up step, then 4
+        op_times.append([np.median(runs.op_time[1:], axis=0) for runs in done])
+        for place, order, runs in zip(places, orders, done, strict=True):
+            for start, took in zip(runs.op_start[1:], runs.op_time[1:], strict=True):
+                waited, between = gaps(graph, place, order, start, start + took)
+                handoffs += waited
+                loops += between
+        print(f"round {r + 1}/{args.rounds}", flush=True)
+    median = np.median(np.array(op_times), axis=0)  # [placement, op]
+    one = [k for k, p in enumerate(places) if len(set(p.tolist())) == 1]
+    base = median[one].mean(axis=0)
+    xs, ys = [], []
+    for k, place in enumerate(places):
+        if k in one:
+            continue
+        ran = (median[k] > 0) & (base > 0)  # ops that do anything (bare inputs do not)
+        xs.append(op_rows(graph, cluster, model, place)[ran])
+        ys.append((median[k] - base)[ran] * 1e6)
+    x, y = np.vstack(xs), np.concatenate(ys)
+    fit_x = np.column_stack([x[:, :4], x[:, 4] > 0])
+    coef = robust_fit(fit_x, y)
+    print(f"{suite}/{variant}: {len(y)} op times in {len(places) - len(one)} placements")
+    print(f"  every op: {coef[0]:+.2f} us")
+    for name, c in zip(NAMES, coef[1:], strict=True):
+        print(f"  per {name}: {c:+.3f} us")
+    rest = y - fit_x[:, :4] @ coef[1:5]
+    print("  after a wait of (us): extra time, median / mean (ops)")
+    for lo, hi in itertools.pairwise(WAIT_BINS_US):
+        sel = (x[:, 4] * 1e6 >= lo) & (x[:, 4] * 1e6 < hi)
+        if sel.any():
+            print(f"    {lo:g}-{hi:g}: {np.median(rest[sel]):+.1f} / {rest[sel].mean():+.1f} us "
+                  f"({sel.sum()})")  # fmt: skip
+    delay, loop = np.array(handoffs) * 1e6, np.array(loops) * 1e6
+    print(f"  a waiting reader starts after its input's op ended: median {np.median(delay):.2f} "
+          f"us, 90th percentile {np.quantile(delay, 0.9):.2f} us, over 100 us: "
+          f"{np.mean(delay > 100):.2%} ({len(delay)} hand-offs)")  # fmt: skip
+    print(f"  otherwise an op starts after the one before it: median {np.median(loop):.2f} us")
+
+
+if __name__ == "__main__":
+    main()
