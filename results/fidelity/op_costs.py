@@ -10,7 +10,9 @@ a few noisy large kernels) splits that into:
 
 - per copy the op makes (the sender's memcpy into shared memory): fixed + per KB;
 - per input it reads from the other worker: fixed + per KB;
-- starting after a wait (the simulator's trace says its worker was idle before it).
+- starting after a wait (the simulator's trace says its worker was idle before it);
+- the share of its one-worker time that the other worker spends running ops beside it
+  (the simulator's trace again): the contention.
 
 Then the ops after a wait, less those fitted copy and read costs, by how long the wait
 was. And between the ops, from each op's start (`Runs.op_start`): how long after the op
@@ -40,12 +42,14 @@ from simulator.graph import OpGraph
 from simulator.hardware.executor import Executor, Program
 
 NAMES = ("copies made", "KB made", "inputs read", "KB read", "after a wait")
+BUSY_BESIDE = 5  # the op_rows column of the other worker's busy share
 WAIT_BINS_US = (2, 10, 30, 100, 300, 1000, 1e9)
 
 
 def op_rows(graph: OpGraph, cluster: Cluster, model: CostModel, place: np.ndarray) -> np.ndarray:
-    """Per op: copies made, KB made, inputs read from the other worker, KB read, and
-    the idle time before it on its worker (seconds; 0 if none), from the simulator."""
+    """Per op: copies made, KB made, inputs read from the other worker, KB read, the
+    idle time before it on its worker (seconds; 0 if none), and the share of it during
+    which another worker runs an op, from the simulator."""
     trace = simulate(graph, place, cluster, model, trace=True).trace
     assert trace is not None
     made, kb_made = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
@@ -63,7 +67,24 @@ def op_rows(graph: OpGraph, cluster: Cluster, model: CostModel, place: np.ndarra
         ops = ops[np.argsort(trace.op_start[ops], kind="stable")]
         idle = trace.op_start[ops[1:]] - np.maximum.accumulate(trace.op_end[ops])[:-1]
         waited[ops[1:]] = np.where(idle > 2e-6, idle, 0.0)
-    return np.column_stack([made, kb_made, read, kb_read, waited])
+    beside = np.zeros(graph.num_ops)
+    for device in range(cluster.num_devices):
+        mine, others = place == device, np.flatnonzero(place != device)
+        start, end = trace.op_start[others], trace.op_end[others]
+        order = np.argsort(start)
+        start, end = start[order], end[order]  # one op at a time: they do not overlap
+        done = np.concatenate([[0.0], np.cumsum(end - start)])
+
+        def busy_until(t: np.ndarray, start: np.ndarray = start, end: np.ndarray = end,
+                       done: np.ndarray = done) -> np.ndarray:  # fmt: skip
+            k = np.searchsorted(start, t, side="right")  # ops started by t
+            last = np.maximum(k - 1, 0)
+            running = np.where(k > 0, np.clip(t - start[last], 0, end[last] - start[last]), 0)
+            return np.asarray(done[last] * (k > 0) + running)
+
+        s, e = trace.op_start[mine], trace.op_end[mine]
+        beside[mine] = (busy_until(e) - busy_until(s)) / np.maximum(e - s, 1e-12)
+    return np.column_stack([made, kb_made, read, kb_read, waited, beside])
 
 
 def gaps(
@@ -140,16 +161,19 @@ def main() -> None:
         if k in one:
             continue
         ran = (median[k] > 0) & (base > 0)  # ops that do anything (bare inputs do not)
-        xs.append(op_rows(graph, cluster, model, place)[ran])
+        rows = op_rows(graph, cluster, model, place)
+        rows[:, BUSY_BESIDE] *= base * 1e6  # us of the op beside a busy worker
+        xs.append(rows[ran])
         ys.append((median[k] - base)[ran] * 1e6)
     x, y = np.vstack(xs), np.concatenate(ys)
-    fit_x = np.column_stack([x[:, :4], x[:, 4] > 0])
+    fit_x = np.column_stack([x[:, :4], x[:, 4] > 0, x[:, BUSY_BESIDE]])
     coef = robust_fit(fit_x, y)
     print(f"{suite}/{variant}: {len(y)} op times in {len(places) - len(one)} placements")
     print(f"  every op: {coef[0]:+.2f} us")
-    for name, c in zip(NAMES, coef[1:], strict=True):
+    for name, c in zip(NAMES, coef[1:6], strict=True):
         print(f"  per {name}: {c:+.3f} us")
-    rest = y - fit_x[:, :4] @ coef[1:5]
+    print(f"  beside a busy worker: {coef[6]:+.1%} (contention)")
+    rest = y - fit_x[:, :4] @ coef[1:5] - fit_x[:, 5] * coef[6]
     print("  after a wait of (us): extra time, median / mean (ops)")
     for lo, hi in itertools.pairwise(WAIT_BINS_US):
         sel = (x[:, 4] * 1e6 >= lo) & (x[:, 4] * 1e6 < hi)
