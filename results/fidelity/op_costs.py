@@ -2,8 +2,8 @@
 
 `eagle-validate` compares whole steps; this looks inside them. It measures a report's
 placements again (each with its mirror image, steps interleaved, as eagle-validate does)
-and keeps every op's median in-step time (`Measurement.op_time`: from the op's first
-kernel to its last copy made). An op's time in a two-worker placement, less its time in
+and keeps every op's median in-step time (`Runs.op_time`: from the op's first kernel to
+its last copy made). An op's time in a two-worker placement, less its time in
 the one-worker placement measured in the same rounds, is what that placement adds to it.
 Least squares over every op of every placement (reweighted twice, Huber-style, against
 a few noisy large kernels) splits that into:
@@ -14,8 +14,8 @@ a few noisy large kernels) splits that into:
 - the share of its one-worker time that the other worker spends running ops beside it
   (the simulator's trace again): the contention.
 
-Then the ops after a wait, less those fitted copy and read costs, by how long the wait
-was. And between the ops, from each op's start (`Runs.op_start`): how long after the op
+Then the ops after a wait, less the fitted copy, read and contention costs, by how long
+the wait was. And between the ops, from each op's start (`Runs.op_start`): how long after the op
 it waited for (and its copy) ended a reader starts, when it was waiting, and how long
 after the op before it an op starts otherwise (the worker's loop).
 results/fidelity/README.md, "Inside the step", quotes its numbers.
@@ -69,22 +69,23 @@ def op_rows(graph: OpGraph, cluster: Cluster, model: CostModel, place: np.ndarra
         waited[ops[1:]] = np.where(idle > 2e-6, idle, 0.0)
     beside = np.zeros(graph.num_ops)
     for device in range(cluster.num_devices):
-        mine, others = place == device, np.flatnonzero(place != device)
+        mine, others = place == device, place != device
         start, end = trace.op_start[others], trace.op_end[others]
-        order = np.argsort(start)
-        start, end = start[order], end[order]  # one op at a time: they do not overlap
-        done = np.concatenate([[0.0], np.cumsum(end - start)])
-
-        def busy_until(t: np.ndarray, start: np.ndarray = start, end: np.ndarray = end,
-                       done: np.ndarray = done) -> np.ndarray:  # fmt: skip
-            k = np.searchsorted(start, t, side="right")  # ops started by t
-            last = np.maximum(k - 1, 0)
-            running = np.where(k > 0, np.clip(t - start[last], 0, end[last] - start[last]), 0)
-            return np.asarray(done[last] * (k > 0) + running)
-
         s, e = trace.op_start[mine], trace.op_end[mine]
-        beside[mine] = (busy_until(e) - busy_until(s)) / np.maximum(e - s, 1e-12)
+        beside[mine] = (busy_by(start, end, e) - busy_by(start, end, s)) / np.maximum(e - s, 1e-12)
     return np.column_stack([made, kb_made, read, kb_read, waited, beside])
+
+
+def busy_by(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """How long one worker had been running ops by each time in `t`; its ops run
+    [start, end), one at a time."""
+    order = np.argsort(start)
+    start, end = start[order], end[order]
+    done = np.concatenate([[0.0], np.cumsum(end - start)])  # the first k ops' time
+    k = np.searchsorted(start, t, side="right")  # ops started by t
+    last = np.maximum(k - 1, 0)
+    running = np.where(k > 0, np.clip(t - start[last], 0, end[last] - start[last]), 0)
+    return np.asarray(done[last] + running)
 
 
 def gaps(
