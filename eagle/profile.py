@@ -201,13 +201,14 @@ def _in_step_times(
     level (results/fidelity/README.md, "op times at the speed reports use").
     """
     cluster = two_worker_cluster(prof.device_type)
-    isolated = {row["signature"]: row["median_s"] for row in prof.ops}
     cases = []
 
     def measure(name: str, graph: OpGraph, model: CostModel) -> tuple[float, float, FloatArray]:
-        # in a process of its own, as `eagle-validate` measures (`in_fresh_process`)
+        # in a process of its own, as `eagle-validate` measures (`in_fresh_process`), with
+        # the model's parts (it is rebuilt there)
+        t = prof.device_type
         steps, step_time, op_time = in_fresh_process(
-            _calibration_steps, name, cluster, prof.device_type, isolated, roofline,
+            _calibration_steps, name, model.cluster, t, model.measured[t], model.rooflines[t],
             calibration.CALIBRATION_PLACEMENTS, calibration.CALIBRATION_ROUNDS,
         )  # fmt: skip
         cases.append(calibration_case(name, graph, steps))
