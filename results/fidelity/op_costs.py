@@ -55,24 +55,22 @@ def op_rows(graph: OpGraph, cluster: Cluster, model: CostModel, place: np.ndarra
     made, kb_made = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
     np.add.at(made, trace.copy_op, 1)
     np.add.at(kb_made, trace.copy_op, trace.copy_bytes / 1e3)
-    src, dst = graph.edge_src, graph.edge_dst
-    cross = place[src] != place[dst]
-    read, kb_read = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
-    for _, d in set(zip(src[cross].tolist(), dst[cross].tolist(), strict=True)):
-        read[d] += 1  # once per producer, as the simulator copies
-    np.add.at(kb_read, dst[cross], graph.edge_bytes[cross] / 1e3)
-    waited = np.zeros(graph.num_ops)
+    read = np.zeros(graph.num_ops)
+    for i, producers in cross_inputs(graph, place).items():
+        read[i] = len(producers)  # once per producer, as the simulator copies
+    cross = place[graph.edge_src] != place[graph.edge_dst]
+    kb_read = np.zeros(graph.num_ops)
+    np.add.at(kb_read, graph.edge_dst[cross], graph.edge_bytes[cross] / 1e3)
+    waited, beside = np.zeros(graph.num_ops), np.zeros(graph.num_ops)
     for device in range(cluster.num_devices):
         ops = np.flatnonzero(place == device)
         ops = ops[np.argsort(trace.op_start[ops], kind="stable")]
         idle = trace.op_start[ops[1:]] - np.maximum.accumulate(trace.op_end[ops])[:-1]
         waited[ops[1:]] = np.where(idle > 2e-6, idle, 0.0)
-    beside = np.zeros(graph.num_ops)
-    for device in range(cluster.num_devices):
-        mine, others = place == device, place != device
+        others = place != device
         start, end = trace.op_start[others], trace.op_end[others]
-        s, e = trace.op_start[mine], trace.op_end[mine]
-        beside[mine] = (busy_by(start, end, e) - busy_by(start, end, s)) / np.maximum(e - s, 1e-12)
+        s, e = trace.op_start[ops], trace.op_end[ops]
+        beside[ops] = (busy_by(start, end, e) - busy_by(start, end, s)) / np.maximum(e - s, 1e-12)
     return np.column_stack([made, kb_made, read, kb_read, waited, beside])
 
 
@@ -88,25 +86,26 @@ def busy_by(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.asarray(done[last] + running)
 
 
+def cross_inputs(graph: OpGraph, place: np.ndarray) -> dict[int, set[int]]:
+    """Per op that reads another worker's output: the ops it reads from there."""
+    cross = place[graph.edge_src] != place[graph.edge_dst]
+    inputs: dict[int, set[int]] = {}
+    for j, i in zip(graph.edge_src[cross].tolist(), graph.edge_dst[cross].tolist(), strict=True):
+        inputs.setdefault(i, set()).add(j)
+    return inputs
+
+
 def gaps(
-    graph: OpGraph,
-    place: np.ndarray,
-    order: list[list[int]],
-    start: np.ndarray,
-    end: np.ndarray,
+    inputs: dict[int, set[int]], order: list[list[int]], start: np.ndarray, end: np.ndarray
 ) -> tuple[list[float], list[float]]:
     """One measured step's hand-off delays (an op that waited: its start less the end of
-    the last op it read from the other worker) and the gaps between ops that did not wait
-    (start less the end of the op before on the worker), seconds."""
-    cross = place[graph.edge_src] != place[graph.edge_dst]
-    inputs: dict[int, list[int]] = {}
-    for j, i in zip(graph.edge_src[cross].tolist(), graph.edge_dst[cross].tolist(), strict=True):
-        inputs.setdefault(i, []).append(j)
+    the last op it read from the other worker; `cross_inputs`) and the gaps between ops
+    that did not wait (start less the end of the op before on the worker), seconds."""
     waited, between = [], []
     for ops in order:
         ran = [i for i in ops if start[i] > 0]
         for before, i in itertools.pairwise(ran):
-            arrived = max((end[j] for j in inputs.get(i, []) if start[j] > 0), default=0.0)
+            arrived = max((end[j] for j in inputs.get(i, ()) if start[j] > 0), default=0.0)
             if arrived > end[before]:  # it was ready before its input was
                 waited.append(start[i] - arrived)
             else:
@@ -144,13 +143,14 @@ def main() -> None:
     places += [mirror[p] for p in places]
     executor = Executor(Program(module, values), graph, cluster, model)
     orders = [executor.order(p) for p in places]
+    inputs = [cross_inputs(graph, p) for p in places]
     op_times, handoffs, loops = [], [], []
     for r in range(args.rounds):
         done = executor.runner.run(places, orders, 5)  # a warm-up step, then 4
         op_times.append([np.median(runs.op_time[1:], axis=0) for runs in done])
-        for place, order, runs in zip(places, orders, done, strict=True):
+        for reads, order, runs in zip(inputs, orders, done, strict=True):
             for start, took in zip(runs.op_start[1:], runs.op_time[1:], strict=True):
-                waited, between = gaps(graph, place, order, start, start + took)
+                waited, between = gaps(reads, order, start, start + took)
                 handoffs += waited
                 loops += between
         print(f"round {r + 1}/{args.rounds}", flush=True)
