@@ -18,7 +18,14 @@ Then the ops after a wait, less the fitted copy, read and contention costs, by h
 the wait was. And between the ops, from each op's start (`Runs.op_start`): how long after the op
 it waited for (and its copy) ended a reader starts, when it was waiting, and how long
 after the op before it an op starts otherwise (the worker's loop).
-results/fidelity/README.md, "Inside the step", quotes its numbers.
+
+Last, the replay: each placement's step simulated with the op times it measured (a
+cluster with no shared-host costs: a copy, a read and a wait cost only what the op
+times hold). Its ranks against the measured steps say how much of the model's miss
+lies in the op times and how much in the simulator's rules (the waits, the order); the
+same with the one-worker times plus the fitted costs says how much of the op times
+those constants carry. results/fidelity/README.md, "Inside the step" and "Replaying the
+op times", quotes its numbers.
 
     PYTHONPATH=. .venv/bin/python results/fidelity/op_costs.py \
         results/fidelity/fresh-2026-12-05/bert --rounds 12
@@ -27,6 +34,7 @@ results/fidelity/README.md, "Inside the step", quotes its numbers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import itertools
 import json
@@ -39,7 +47,9 @@ from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.engine import simulate
 from simulator.graph import OpGraph
+from simulator.hardware.calibration import two_worker_cluster
 from simulator.hardware.executor import Executor, Program
+from simulator.hardware.fidelity import kendall_tau
 
 NAMES = ("copies made", "KB made", "inputs read", "KB read", "after a wait")
 BUSY_BESIDE = 5  # the op_rows column of the other worker's busy share
@@ -125,6 +135,22 @@ def robust_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.asarray(coef)
 
 
+def replayed(graph: OpGraph, place: np.ndarray, times: np.ndarray) -> float:
+    """The simulator's step for `place` when each op takes `times` (seconds, as the
+    executor measured it inside that placement's steps, its copies included), on two
+    workers that cost nothing else: no contention, no wake-up, free copies and reads."""
+    free = two_worker_cluster("cpu-worker", bandwidth=1e18)  # a MB in a picosecond
+    given = dataclasses.replace(graph, time_overrides={"cpu-worker": np.asarray(times, float)})
+    return simulate(given, place, free, CostModel(free, {})).step_time
+
+
+def agreement(predicted: np.ndarray, measured: np.ndarray) -> str:
+    """Kendall tau and rms miss of log predicted against log measured, each centred;
+    both [placements] with the placements' mirror images averaged in already."""
+    miss = (measured - measured.mean()) - (predicted - predicted.mean())
+    return f"tau {kendall_tau(predicted, measured):.2f}, rms miss {np.sqrt(np.mean(miss**2)):.1%}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="an eagle-validate report folder (cpu2)")
@@ -144,10 +170,11 @@ def main() -> None:
     executor = Executor(Program(module, values), graph, cluster, model)
     orders = [executor.order(p) for p in places]
     inputs = [cross_inputs(graph, p) for p in places]
-    op_times, handoffs, loops = [], [], []
+    op_times, steps, handoffs, loops = [], [], [], []
     for r in range(args.rounds):
         done = executor.runner.run(places, orders, 5)  # a warm-up step, then 4
         op_times.append([np.median(runs.op_time[1:], axis=0) for runs in done])
+        steps.append([np.median(runs.times[1:]) for runs in done])
         for reads, order, runs in zip(inputs, orders, done, strict=True):
             for start, took in zip(runs.op_start[1:], runs.op_time[1:], strict=True):
                 waited, between = gaps(reads, order, start, start + took)
@@ -158,12 +185,14 @@ def main() -> None:
     one = [k for k, p in enumerate(places) if len(set(p.tolist())) == 1]
     base = median[one].mean(axis=0)
     xs, ys = [], []
+    rows_of = {k: np.zeros((graph.num_ops, 6)) for k in one}
     for k, place in enumerate(places):
         if k in one:
             continue
         ran = (median[k] > 0) & (base > 0)  # ops that do anything (bare inputs do not)
         rows = op_rows(graph, cluster, model, place)
         rows[:, BUSY_BESIDE] *= base * 1e6  # us of the op beside a busy worker
+        rows_of[k] = rows
         xs.append(rows[ran])
         ys.append((median[k] - base)[ran] * 1e6)
     x, y = np.vstack(xs), np.concatenate(ys)
@@ -186,6 +215,31 @@ def main() -> None:
           f"us, 90th percentile {np.quantile(delay, 0.9):.2f} us, over 100 us: "
           f"{np.mean(delay > 100):.2%} ({len(delay)} hand-offs)")  # fmt: skip
     print(f"  otherwise an op starts after the one before it: median {np.median(loop):.2f} us")
+
+    # The replay: each round's log steps centred (its level is the machine's minute),
+    # averaged over the rounds; a placement and its mirror image averaged.
+    half = len(labels)
+    logs = np.log(np.array(steps))
+    logs = (logs - logs.mean(axis=1, keepdims=True)).mean(axis=0)
+    measured = (logs[:half] + logs[half:]) / 2
+
+    def ranks(step_of: list[float]) -> str:
+        log = np.log(step_of)
+        return agreement((log[:half] + log[half:]) / 2, measured)
+
+    fitted = []  # the one-worker times plus the fitted costs
+    for k in range(len(places)):
+        rows = rows_of[k]
+        design = np.column_stack([np.ones(len(base)), rows[:, :4], rows[:, 4] > 0,
+                                  rows[:, BUSY_BESIDE]])  # fmt: skip
+        fitted.append(np.where(base > 0, np.maximum(base + design @ coef * 1e-6, 0.0), 0.0))
+    print(f"  the steps' ranks ({half} placements, each with its mirror image):")
+    model_steps = [simulate(graph, p, cluster, model).step_time for p in places]
+    own_steps = [replayed(graph, p, t) for p, t in zip(places, median, strict=True)]
+    fitted_steps = [replayed(graph, p, t) for p, t in zip(places, fitted, strict=True)]
+    print(f"    the model: {ranks(model_steps)}")
+    print(f"    replayed, the op times each placement measured: {ranks(own_steps)}")
+    print(f"    replayed, one-worker times + the fitted costs: {ranks(fitted_steps)}")
 
 
 if __name__ == "__main__":
