@@ -49,7 +49,7 @@ from simulator.engine import simulate
 from simulator.graph import OpGraph
 from simulator.hardware.calibration import two_worker_cluster
 from simulator.hardware.executor import Executor, Program
-from simulator.hardware.fidelity import kendall_tau
+from simulator.hardware.fidelity import pool_runs
 
 NAMES = ("copies made", "KB made", "inputs read", "KB read", "after a wait")
 BUSY_BESIDE = 5  # the op_rows column of the other worker's busy share
@@ -144,11 +144,10 @@ def replayed(graph: OpGraph, place: np.ndarray, times: np.ndarray) -> float:
     return simulate(given, place, free, CostModel(free, {})).step_time
 
 
-def agreement(predicted: np.ndarray, measured: np.ndarray) -> str:
-    """Kendall tau and rms miss of log predicted against log measured, each centred;
-    both [placements] with the placements' mirror images averaged in already."""
-    miss = (measured - measured.mean()) - (predicted - predicted.mean())
-    return f"tau {kendall_tau(predicted, measured):.2f}, rms miss {np.sqrt(np.mean(miss**2)):.1%}"
+def design(rows: np.ndarray) -> np.ndarray:
+    """The fit's columns from `op_rows` (its busy share already in us): copies made, KB
+    made, inputs read, KB read, whether it waited, us beside a busy worker."""
+    return np.column_stack([rows[:, :4], rows[:, 4] > 0, rows[:, BUSY_BESIDE]])
 
 
 def main() -> None:
@@ -196,7 +195,7 @@ def main() -> None:
         xs.append(rows[ran])
         ys.append((median[k] - base)[ran] * 1e6)
     x, y = np.vstack(xs), np.concatenate(ys)
-    fit_x = np.column_stack([x[:, :4], x[:, 4] > 0, x[:, BUSY_BESIDE]])
+    fit_x = design(x)
     coef = robust_fit(fit_x, y)
     print(f"{suite}/{variant}: {len(y)} op times in {len(places) - len(one)} placements")
     print(f"  every op: {coef[0]:+.2f} us")
@@ -216,23 +215,21 @@ def main() -> None:
           f"{np.mean(delay > 100):.2%} ({len(delay)} hand-offs)")  # fmt: skip
     print(f"  otherwise an op starts after the one before it: median {np.median(loop):.2f} us")
 
-    # The replay: each round's log steps centred (its level is the machine's minute),
-    # averaged over the rounds; a placement and its mirror image averaged.
+    # The replay, pooled over the rounds as eagle-validate pools reports (`pool_runs`:
+    # each round's level divided out), a placement and its mirror image as one.
     half = len(labels)
-    logs = np.log(np.array(steps))
-    logs = (logs - logs.mean(axis=1, keepdims=True)).mean(axis=0)
-    measured = (logs[:half] + logs[half:]) / 2
+    rounds = np.array(steps)
+    paired = np.sqrt(rounds[:, :half] * rounds[:, half:])
 
     def ranks(step_of: list[float]) -> str:
-        log = np.log(step_of)
-        return agreement((log[:half] + log[half:]) / 2, measured)
+        s = np.asarray(step_of)
+        pooled = pool_runs(np.sqrt(s[:half] * s[half:]), paired)
+        return f"tau {pooled.pooled_tau:.2f}, rms miss {pooled.rms_miss:.1%}"
 
     fitted = []  # the one-worker times plus the fitted costs
     for k in range(len(places)):
-        rows = rows_of[k]
-        design = np.column_stack([np.ones(len(base)), rows[:, :4], rows[:, 4] > 0,
-                                  rows[:, BUSY_BESIDE]])  # fmt: skip
-        fitted.append(np.where(base > 0, np.maximum(base + design @ coef * 1e-6, 0.0), 0.0))
+        extra = (coef[0] + design(rows_of[k]) @ coef[1:]) * 1e-6
+        fitted.append(np.where(base > 0, np.maximum(base + extra, 0.0), 0.0))
     print(f"  the steps' ranks ({half} placements, each with its mirror image):")
     model_steps = [simulate(graph, p, cluster, model).step_time for p in places]
     own_steps = [replayed(graph, p, t) for p, t in zip(places, median, strict=True)]
