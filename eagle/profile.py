@@ -57,6 +57,8 @@ from simulator.hardware.profiler import (
     profile_ops,
     time_call,
 )
+from simulator.hardware.steal import StealMeter
+from simulator.hardware.steal import warning as steal_warning
 from simulator.placement import dealt_in_chunks
 from simulator.profile import Profile
 from suites.capture import trace_program
@@ -399,6 +401,7 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     ratios: dict[str, list[float]] = {k: [] for k in relevels.FACTORS}
     parts: list[dict[str, float]] = []  # per suite: its one-worker step's seconds by kind
     measured: dict[str, dict[str, float]] = {}
+    meter = StealMeter.start()
     for name in names:
         suite_ratios, suite_parts, measured[name] = in_fresh_process(
             _relevel_suite, name, profile_path
@@ -406,6 +409,7 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
         parts.append(suite_parts)
         for k, v in suite_ratios.items():
             ratios[k] += v
+    stolen = meter.share()
     missing = [k for k, v in ratios.items() if not v]
     if missing:
         raise CliError(f"no reference kernels of kind(s) {missing} in {', '.join(names)}")
@@ -419,7 +423,11 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
         profile=profile_path.name,
         profile_sha=relevels.profile_sha(profile_path),
         factors=factors,
-        checks={"kernel_ratios": kernels, "kernels": {k: len(v) for k, v in ratios.items()}},
+        checks={
+            "kernel_ratios": kernels,
+            "kernels": {k: len(v) for k, v in ratios.items()},
+            "steal": stolen,
+        },
     )
     found.save()
     model = CostModel.default(cluster, [profile_path])  # with the factors just saved
@@ -549,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
             path = args.out or PROFILE_DIR / f"{device_type}.json.gz"
             found = _relevel(device, names, path)
             print(_relevel_lines(found))
+            note = steal_warning(found.checks.get("steal"), "re-levelling", "re-level again")
+            if note:
+                print(note, file=sys.stderr)
             return 0
         if args.steps_only:
             return _remeasure_steps(device, names, out)

@@ -93,6 +93,8 @@ from simulator.hardware.fidelity import (
     scatter,
     split_half_tau,
 )
+from simulator.hardware.steal import StealMeter
+from simulator.hardware.steal import warning as steal_warning
 from simulator.placement import dealt_in_chunks, moved_off_one_device
 
 PLACEMENTS_FILE = "placements.json.gz"
@@ -245,6 +247,7 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
                           repeats=args.repeats, statistic=args.statistic)  # fmt: skip
     rounds = args.rounds
     samples: dict[str, list[Point]] = {label: [] for label in chosen}
+    meter = StealMeter.start()
     with tqdm(
         total=rounds, desc=f"measuring {name}/{variant}", unit="round", disable=None
     ) as bar:  # None: no bar when stderr is not a terminal
@@ -252,6 +255,7 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
             for point in validator.measure_many(chosen):
                 samples[point.label].append(point)
             bar.update(1)
+    stolen = meter.share()
     measured = validator.summarise([[t for p in pts for t in p.times] for pts in samples.values()])
     points = [
         Point(
@@ -305,6 +309,8 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
         # how far apart one placement's rounds are (median over placements of their
         # spread / measured): the machine's noise while this ran; compare with the error
         "round_spread": float(np.median([p.spread / p.measured for p in points])),
+        # the hypervisor's share of the CPU time while measuring (None: unknown here)
+        "steal": stolen,
         "command": command,
         "machine": f"{platform.node()} ({platform.machine()})",
         "cost_model": cost_model.provenance(),
@@ -419,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Spearman rho {summary['spearman_rho']:.2f}; rounds of a placement differ by "
         f"{summary['round_spread']:.0%} (the machine's noise)"
     )
+    steal_note = steal_warning(summary["steal"], "measuring", "validate again")
+    if steal_note:
+        print(steal_note, file=sys.stderr)
     drift = summary["level_drift"]
     if drift is not None and abs(drift) > LEVEL_DRIFT_WARNING:
         print(

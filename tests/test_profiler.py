@@ -19,6 +19,7 @@ from simulator.devices import DATASHEET
 from simulator.hardware.calibration import SharedHostCase, calibration_placements
 from simulator.hardware.executor import Measurement
 from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
+from simulator.hardware.steal import StealMeter
 from simulator.profile import Profile
 from tests.test_executor import needs_cuda, tiny_step
 
@@ -198,6 +199,11 @@ def test_relevel_measures_each_suite_in_a_process_of_its_own(
         return in_this_process(fn, *args)
 
     monkeypatch.setattr(eagle.profile, "in_fresh_process", here)
+    stat = tmp_path / "stat"  # the hypervisor takes a tenth of the CPU time meanwhile
+    stat.write_text("cpu  0 0 0 0 0 0 0 0\n")
+    meter = StealMeter.start(stat)
+    stat.write_text("cpu  900 0 0 0 0 0 0 100\n")
+    monkeypatch.setattr(eagle.profile.StealMeter, "start", lambda: meter)
     path = PROFILE_DIR / "cpu-worker.json.gz"
     found = eagle.profile._relevel(torch.device("cpu"), ["bert"], path)
     assert calls == [("_relevel_suite", "bert")]
@@ -206,6 +212,7 @@ def test_relevel_measures_each_suite_in_a_process_of_its_own(
     assert set(steps) == {f"{label} {what}" for label in ("one worker", "hand-off after every op")
                           for what in ("measured", "predicted")}  # fmt: skip
     assert all(t > 0 for t in steps.values()) and all(f > 0 for f in found.factors.values())
+    assert found.checks["steal"] == pytest.approx(0.1)  # kept with the re-level
 
 
 def test_calibration_placements_are_none_that_eagle_validate_measures(cached_small_suites):

@@ -10,12 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import eagle.validate
 from eagle.problem import problem_from_config
 from eagle.validate import candidates, main, parser, pool
 from simulator import Cluster, CostModel
 from simulator import relevel as relevels
 from simulator.cost_model import PROFILE_DIR
 from simulator.hardware.fidelity import STATISTICS, kendall_tau, predict
+from simulator.hardware.steal import StealMeter
 from tests.conftest import graph, problem, unit_cluster
 
 
@@ -59,8 +61,16 @@ def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
     assert same_as["single:d1"] == "single:d0"
 
 
-def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tmp_path, capsys):
+def test_small_validation_writes_points_plot_and_summary(
+    cached_small_suites, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "report"
+    # the hypervisor takes 30% of the CPU time while it measures (/proc/stat, faked)
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  0 0 0 0 0 0 0 0\n")
+    meter = StealMeter.start(stat)
+    stat.write_text("cpu  700 0 0 0 0 0 0 300\n")
+    monkeypatch.setattr(eagle.validate.StealMeter, "start", lambda: meter)
     args = ["--suite", "bert", "--n", "8", "--rounds", "2", "--repeats", "1", "--out", str(out)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -87,7 +97,10 @@ def test_small_validation_writes_points_plot_and_summary(cached_small_suites, tm
     low, high = summary["kendall_tau_range"]
     assert -1 <= low <= high <= 1
     assert summary["split_half_tau"] is None  # 2 rounds: one block, no halves to compare
-    assert "halves of the rounds agree at n/a" in capsys.readouterr().out
+    assert summary["steal"] == pytest.approx(0.3)
+    printed = capsys.readouterr()
+    assert "halves of the rounds agree at n/a" in printed.out
+    assert "warning: the hypervisor gave 30% of this machine's CPU time" in printed.err
     assert (out / "scatter.png").stat().st_size > 1000
     # the placements, by label, so that the report can be re-predicted and pooled later
     with gzip.open(out / "placements.json.gz", "rt") as f:
