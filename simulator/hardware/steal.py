@@ -2,12 +2,12 @@
 
 Why: on a cloud VM another guest on the same host can take the CPUs for minutes, and
 every time measured then is slow by a different amount. On cpu2 (2026-12-05, the 2-vCPU
-Xeon VM `vm`) `vmstat` showed 39-56% steal from 12:24 to 12:29: a re-level measured then
-read the three suites' one-worker steps 1.5-1.9x slower than one an hour before, and the
-report after it, the steal gone, came out 94% off (results/fidelity/README.md, "A second
-machine"). Nothing in the times themselves tells that from a slower machine; the kernel
-counts it, per CPU, in /proc/stat's `steal` column. Where there is no /proc/stat (macOS,
-Windows) the share is unknown: None.
+Xeon VM `vm`) `vmstat` showed 39-56% steal until 12:29; a re-level measured in the
+minutes before read the three suites' one-worker steps 1.6-1.9x slower than one an hour
+earlier, and the report after it, through which the steal ended, came out 94% off
+(results/fidelity/README.md, "A second machine"). Nothing in the times themselves tells
+that from a slower machine; the kernel counts it, per CPU, in /proc/stat's `steal`
+column. Where there is no /proc/stat (macOS, Windows) the share is unknown: None.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")
 # Above this share of steal over a measurement, it warns. In the calm minutes of the VM
-# above `vmstat` read 0%; over the episode 39-56%. A few percent, spread evenly, moves a
+# above `vmstat` read 0-3%; over the episode 39-56%. A few percent, spread evenly, moves a
 # time by as much, under the 10% error a report aims at; more may fall on some
 # placements' rounds and not others.
 STEAL_WARNING = 0.05
