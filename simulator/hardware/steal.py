@@ -1,11 +1,11 @@
 """Steal time: the share of this machine's CPU time its hypervisor gave to other guests.
 
 Why: on a cloud VM another guest on the same host can take the CPUs for minutes, and
-every time measured then is slow by a different amount. On cpu2 (2026-12-05, the 2-vCPU
-Xeon VM `vm`) `vmstat` showed 39-56% steal until 12:29; a re-level measured in the
-minutes before read the three suites' one-worker steps 1.6-1.9x slower than one an hour
-earlier, and the report after it, through which the steal ended, came out 94% off
-(results/fidelity/README.md, "A second machine"). Nothing in the times themselves tells
+every time measured then is slow by a different amount. On cpu2's 2-vCPU Xeon VM of
+results/fidelity/README.md, "A second machine", `vmstat` showed 39-56% steal for
+minutes; a re-level measured in them read the three suites' one-worker steps 1.6-1.9x
+slower than one an hour earlier, and the report after it, through which the steal
+ended, came out 94% off. Nothing in the times themselves tells
 that from a slower machine; the kernel counts it, per CPU, in /proc/stat's `steal`
 column. Where there is no /proc/stat (macOS, Windows) the share is unknown: None.
 """
