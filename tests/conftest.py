@@ -15,6 +15,7 @@ import pytest
 from eagle.problem import Problem
 from eagle.search import SearchResult, SearchState
 from simulator import Cluster, CostModel, OpGraph
+from simulator.hardware.steal import StealMeter
 
 # Re-levels of this host (`eagle-profile --relevel`) live in the user's cache and would
 # change the cpu2 cost model under the tests: the tests (and the processes they start)
@@ -121,6 +122,16 @@ def cached_small_suites(
     processes it starts), so loading a small suite by name reads it instead of capturing."""
     monkeypatch.setenv("EAGLE_CACHE_DIR", str(graph_cache))
     return small_suites
+
+
+def steal_meter(folder: Path, ran: int, stolen: int) -> StealMeter:
+    """A `StealMeter` over a faked /proc/stat in `folder` that, since the meter's start,
+    counts `ran` jiffies run by this machine and `stolen` given to other guests."""
+    stat = folder / "stat"
+    stat.write_text("cpu  0 0 0 0 0 0 0 0\n")
+    meter = StealMeter.start(stat)
+    stat.write_text(f"cpu  {ran} 0 0 0 0 0 0 {stolen}\n")
+    return meter
 
 
 def problem(g: OpGraph, cluster: Cluster, suite: str = "hand") -> Problem:

@@ -19,8 +19,8 @@ from simulator.devices import DATASHEET
 from simulator.hardware.calibration import SharedHostCase, calibration_placements
 from simulator.hardware.executor import Measurement
 from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
-from simulator.hardware.steal import StealMeter
 from simulator.profile import Profile
+from tests.conftest import steal_meter
 from tests.test_executor import needs_cuda, tiny_step
 
 CPU = torch.device("cpu")
@@ -199,10 +199,7 @@ def test_relevel_measures_each_suite_in_a_process_of_its_own(
         return in_this_process(fn, *args)
 
     monkeypatch.setattr(eagle.profile, "in_fresh_process", here)
-    stat = tmp_path / "stat"  # the hypervisor takes a tenth of the CPU time meanwhile
-    stat.write_text("cpu  0 0 0 0 0 0 0 0\n")
-    meter = StealMeter.start(stat)
-    stat.write_text("cpu  900 0 0 0 0 0 0 100\n")
+    meter = steal_meter(tmp_path, ran=900, stolen=100)  # a tenth of the CPU time stolen
     monkeypatch.setattr(eagle.profile.StealMeter, "start", lambda: meter)
     path = PROFILE_DIR / "cpu-worker.json.gz"
     found = eagle.profile._relevel(torch.device("cpu"), ["bert"], path)

@@ -17,8 +17,7 @@ from simulator import Cluster, CostModel
 from simulator import relevel as relevels
 from simulator.cost_model import PROFILE_DIR
 from simulator.hardware.fidelity import STATISTICS, kendall_tau, predict
-from simulator.hardware.steal import StealMeter
-from tests.conftest import graph, problem, unit_cluster
+from tests.conftest import graph, problem, steal_meter, unit_cluster
 
 
 def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, tmp_path, capsys):
@@ -66,10 +65,7 @@ def test_small_validation_writes_points_plot_and_summary(
 ):
     out = tmp_path / "report"
     # the hypervisor takes 30% of the CPU time while it measures (/proc/stat, faked)
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  0 0 0 0 0 0 0 0\n")
-    meter = StealMeter.start(stat)
-    stat.write_text("cpu  700 0 0 0 0 0 0 300\n")
+    meter = steal_meter(tmp_path, ran=700, stolen=300)
     monkeypatch.setattr(eagle.validate.StealMeter, "start", lambda: meter)
     args = ["--suite", "bert", "--n", "8", "--rounds", "2", "--repeats", "1", "--out", str(out)]
     assert main(args) == 0

@@ -5,9 +5,9 @@ every time measured then is slow by a different amount. On cpu2's 2-vCPU Xeon VM
 results/fidelity/README.md, "A second machine", `vmstat` showed 39-56% steal for
 minutes; a re-level measured in them read the three suites' one-worker steps 1.6-1.9x
 slower than one an hour earlier, and the report after it, through which the steal
-ended, came out 94% off. Nothing in the times themselves tells
-that from a slower machine; the kernel counts it, per CPU, in /proc/stat's `steal`
-column. Where there is no /proc/stat (macOS, Windows) the share is unknown: None.
+ended, came out 94% off. Nothing in the times themselves tells that from a slower
+machine; the kernel counts it, per CPU, in /proc/stat's `steal` column. Where there is
+no /proc/stat (macOS, Windows) the share is unknown: None.
 """
 
 from __future__ import annotations
