@@ -3,11 +3,15 @@
 agreeing for every switch, determinism, resume, and learning a toy optimum.
 
 Learning, measured with the small network of `tests/test_hierarchical.py` (lr 0.03),
-batch 16, 1000 samples, seeds 0-4, `grouping_prior=0` (so the grouper has to learn):
-within 5% of the optimum of "3x6 on 2" for 5 of 5 seeds with PPO and with REINFORCE
-(the test requires 4). Not asserted, because EAGLE misses them where the hierarchical
-planner does not: "2x8 on 2" and "8+4+4+4 on 3", PPO 0 of 5 and REINFORCE 3 of 5 (the
-hierarchical planner 4 of 5); "4x6 on 4" and "fork-join 3x4 on 3", 0 of 5 for both.
+batch 16, 1000 samples, `grouping_prior=0` (so the grouper has to learn): within 5% of
+the optimum of "3x6 on 2" for 5 of 5 seeds (0-4) with PPO and with REINFORCE on the AMD
+EPYC VMs; on an Intel Xeon VM (2026-12-05), over seeds 0-19, 15 of 20 with PPO and 19
+with REINFORCE. As in `tests/test_hierarchical.py`, which seeds succeed depends on the
+processor's float rounding, so the test asks a rate. Nor does reaching it show learning:
+untrained (PPO at lr 1e-9) the policy reached it on 20 of 20 seeds, and uniform random
+placements hit it 2.75% of the time. Not asserted, because EAGLE misses them where the
+hierarchical planner does not: "2x8 on 2" and "8+4+4+4 on 3", PPO 0 of 5 and REINFORCE 3
+of 5 (the hierarchical planner 4 of 5); "4x6 on 4" and "fork-join 3x4 on 3", 0 of 5 for both.
 On "4x6 on 4" its grouper cannot learn groups that follow the chains: EAGLE's inputs do
 not tell the chains apart (the last test).
 """
@@ -148,15 +152,19 @@ def test_same_seed_same_curve_and_resume(toy, tmp_path):
     assert_same_run(a, resumed)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reinforce"])
-def test_reaches_the_known_optimum_on_a_toy_graph(algo):
+def test_reaches_the_known_optimum_on_most_toy_runs():
+    """A rate, not every seed (module docstring): 6 of the 10 runs of PPO and REINFORCE
+    on seeds 0-4, where 8.5 is the mean of the rates measured over seeds 0-19 (at those
+    rates P(< 6) is about 0.7%)."""
     g, devices, optimum = TOYS["3x6 on 2"]
     toy = problem(g, unit_cluster(devices))
-    hits = 0
-    for seed in range(5):
-        result = run(toy, samples=1000, seed=seed, algo=algo, grouping_prior=0.0)
-        hits += result.best_valid and result.best_step_time <= 1.05 * optimum
-    assert hits >= 4, f"{algo}: within 5% of the optimum for {hits} of 5 seeds"
+    hits: dict[str, list[int]] = {}
+    for algo in ("ppo", "reinforce"):
+        for seed in range(5):
+            result = run(toy, samples=1000, seed=seed, algo=algo, grouping_prior=0.0)
+            if result.best_valid and result.best_step_time <= 1.05 * optimum:
+                hits.setdefault(algo, []).append(seed)
+    assert sum(map(len, hits.values())) >= 6, f"seeds within 5% of the optimum: {hits}"
 
 
 def test_eagle_s_inputs_cannot_tell_the_chains_of_a_symmetric_toy_apart():

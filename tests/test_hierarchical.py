@@ -2,11 +2,15 @@
 agreeing, colocation, determinism, resume, and learning known optima on toy graphs.
 
 Learning is checked in the papers' setting: the reference's grouper (`grouping_prior=0`),
-RL alone, the paper's k = 4 placements per grouping (`PAPER`). Measured with lr 0.03 and a
-small network (8 groups, hidden 32), 2,000 samples, seeds 0-4: within 5% of
-the optimum on "8+4+4+4 on 3", "3x6 on 2", "2x8 on 2" and "fork-join 3x4 on 3" for 5 of
-5 seeds each, which the test requires (with 16 placements per grouping: 5, 5, 4 and 2 of
-5). Not on "4x6 on 4" nor on tests/test_learning.py's memory toy (0 of 5, at 1.07-1.37x):
+RL alone, the paper's k = 4 placements per grouping (`PAPER`), lr 0.03 and a small
+network (8 groups, hidden 32), 2,000 samples. Which seeds reach an optimum depends on
+the processor: the runs are deterministic on one machine, but float rounding differs
+between CPUs and the RL amplifies it. On the AMD EPYC VMs seeds 0-4 reached
+"8+4+4+4 on 3", "3x6 on 2", "2x8 on 2" and "fork-join 3x4 on 3" within 5% 5 of 5 times
+each; on an Intel Xeon VM (2026-12-05), over seeds 0-19, 19, 20, 19 and 14 of 20 (with
+16 placements per grouping, on the AMD VMs: 5, 5, 4 and 2 of 5). So the test asks a rate
+over the 20 runs of seeds 0-4, not every seed. Not reached on "4x6 on 4" nor on
+tests/test_learning.py's memory toy (0 of 5, at 1.07-1.37x):
 the RL settles in a local optimum, balanced devices each holding parts of several
 chains (seed 0's best, 73 s against 60: its best one-op move or two-op swap gives 72 s),
 and none of lr 0.01 or 0.1, 1 or 2 placements per grouping, no logit noise, an entropy
@@ -17,8 +21,12 @@ on more than 1 seed of 5 (results/README.md). Our setting (tests/test_learning.p
 These four toys do not show that the RL learns: the best of 2,000 uniform random
 placements reaches them too, on every seed (tests/test_learning.py,
 `test_what_luck_and_the_list_schedulers_reach_on_each_toy`), and on the other two random
-search does as well or better (1.22-1.23x and 1.03-1.20x). The test guards against the
-papers' setting falling below luck there, nothing more. No learner without local
+search does as well or better (1.22-1.23x and 1.03-1.20x). Nor does the policy's
+training help there: on the Xeon, over seeds 0-19, "fork-join 3x4 on 3" was reached 14
+times trained and 15 times untrained (lr 1e-9), while uniform random placements reach it
+with probability 0.998 (0.31% per placement). The test guards the papers' setting
+against breaking (no valid placement, or a collapse before the first batches have
+explored), nothing more. No learner without local
 search tried reaches those two on every seed, not even a free table of per-op device
 logits (results/toys/controls.md). With the list rule and the elite (ours), one group
 per op, RL alone does (tests/test_list_rule.py); with the grouper free it still does not.
@@ -301,14 +309,22 @@ TOYS = {
 }
 
 
-@pytest.mark.parametrize("name", ["8+4+4+4 on 3", "3x6 on 2", "2x8 on 2", "fork-join 3x4 on 3"])
-def test_the_papers_setting_reaches_the_known_optimum_on_toy_graphs(name):
-    g, devices, optimum = TOYS[name]
-    toy = problem(g, unit_cluster(devices))
-    for seed in range(5):
-        placer = HierarchicalPlacer(toy, seed=seed, **PAPER)
-        result = search(placer, toy, Budget(samples=2000), progress=False)
-        assert result.best_valid and result.best_step_time <= 1.05 * optimum, (seed, result)
+PAPERS_TOYS = ("8+4+4+4 on 3", "3x6 on 2", "2x8 on 2", "fork-join 3x4 on 3")
+
+
+def test_the_papers_setting_reaches_the_known_optimum_on_most_toy_runs():
+    """A rate, not every seed (module docstring): 15 of the 20 runs, where 18 is the
+    mean of the rates measured over seeds 0-19 (at those rates P(< 15) is about 0.5%)."""
+    hits: dict[str, list[int]] = {}
+    for name in PAPERS_TOYS:
+        g, devices, optimum = TOYS[name]
+        toy = problem(g, unit_cluster(devices))
+        for seed in range(5):
+            placer = HierarchicalPlacer(toy, seed=seed, **PAPER)
+            result = search(placer, toy, Budget(samples=2000), progress=False)
+            if result.best_valid and result.best_step_time <= 1.05 * optimum:
+                hits.setdefault(name, []).append(seed)
+    assert sum(map(len, hits.values())) >= 15, f"seeds within 5% of the optimum: {hits}"
 
 
 def test_entropy_bonus_keeps_the_policy_spread(toy):
