@@ -2,14 +2,15 @@
 (and `link: none` not), PPO's per-decision ratio, the two log-probability passes
 agreeing for every switch, determinism, resume, and learning a toy optimum.
 
-Learning, measured with the small network of `tests/test_hierarchical.py` (lr 0.03),
-batch 16, 1000 samples, `grouping_prior=0` (so the grouper has to learn): within 5% of
-the optimum of "3x6 on 2" for 5 of 5 seeds (0-4) with PPO and with REINFORCE on the AMD
-EPYC VMs; on an Intel Xeon VM (2026-12-05), over seeds 0-19, 15 of 20 with PPO and 19
-with REINFORCE. As in `tests/test_hierarchical.py`, which seeds succeed depends on the
-processor's float rounding, so the test asks a rate. Nor does reaching it show learning:
-untrained (PPO at lr 1e-9) the policy reached it on 20 of 20 seeds, and uniform random
-placements hit it 2.75% of the time. Not asserted, because EAGLE misses them where the
+Learning, measured with the papers' setting of `tests/test_hierarchical.py` (`PAPER`:
+the small network at lr 0.003, `grouping_prior=0`, so the grouper has to learn) but 16
+placements per grouping, 1000 samples, on "3x6 on 2": on an Intel Xeon VM (2026-12-05),
+over seeds 0-19, within 5% of the optimum on every seed with PPO and with REINFORCE,
+the policy's mean step time 2% and 6% lower at the end than at the start. At lr 0.03,
+as before, 15 and 19 of 20, and PPO's mean step rose (142 -> 173 s, seeds 0-9: the drift
+onto one device of `tests/test_hierarchical.py`'s docstring), so that untrained (lr
+1e-9) it did better, 20 of 20; on the AMD EPYC VMs seeds 0-4 had passed.
+Not asserted (measured at lr 0.03 on the AMD VMs), because EAGLE misses them where the
 hierarchical planner does not: "2x8 on 2" and "8+4+4+4 on 3", PPO 0 of 5 and REINFORCE 3
 of 5 (the hierarchical planner 4 of 5); "4x6 on 4" and "fork-join 3x4 on 3", 0 of 5 for both.
 On "4x6 on 4" its grouper cannot learn groups that follow the chains: EAGLE's inputs do
@@ -27,7 +28,7 @@ from eagle.features import eagle_features, topological_depth
 from eagle.search import Budget, search
 from simulator.random_graphs import random_graph
 from tests.conftest import assert_same_run, graph, interrupted_then_resumed, problem, unit_cluster
-from tests.test_hierarchical import SMALL, TOYS, diamond
+from tests.test_hierarchical import PAPER, SMALL, TOYS, diamond, toy_run
 
 SWITCHES = [
     {"features": f, "link": k, "algo": a}
@@ -152,19 +153,24 @@ def test_same_seed_same_curve_and_resume(toy, tmp_path):
     assert_same_run(a, resumed)
 
 
-def test_reaches_the_known_optimum_on_most_toy_runs():
-    """A rate, not every seed (module docstring): 6 of the 10 runs of PPO and REINFORCE
-    on seeds 0-4, where 8.5 is the mean of the rates measured over seeds 0-19 (at those
-    rates P(< 6) is about 0.7%)."""
+def test_learns_and_reaches_the_known_optimum_on_a_toy_graph():
+    """PPO and REINFORCE, seeds 0-4: every run but at most one reaches the toy (module
+    docstring; measured, 40 of 40 over seeds 0-19), and in the median run the policy's
+    mean step time falls by at least 2% (measured, per five seeds: 4-8%). Not the mean:
+    PPO's seed 10 drifted onto one device (124 -> 180 s) and still reached the toy."""
     g, devices, optimum = TOYS["3x6 on 2"]
     toy = problem(g, unit_cluster(devices))
     hits: dict[str, list[int]] = {}
+    ratios = []
     for algo in ("ppo", "reinforce"):
         for seed in range(5):
-            result = run(toy, samples=1000, seed=seed, algo=algo, grouping_prior=0.0)
-            if result.best_valid and result.best_step_time <= 1.05 * optimum:
+            placer = EaglePlacer(toy, seed=seed, **PAPER | {"batch_size": 16, "algo": algo})
+            hit, ratio = toy_run(placer, toy, optimum, 1000)
+            ratios.append(ratio)
+            if hit:
                 hits.setdefault(algo, []).append(seed)
-    assert sum(map(len, hits.values())) >= 6, f"seeds within 5% of the optimum: {hits}"
+    assert sum(map(len, hits.values())) >= 9, f"seeds within 5% of the optimum: {hits}"
+    assert np.median(ratios) <= 0.98, f"mean step, last over first iterations: {ratios}"
 
 
 def test_eagle_s_inputs_cannot_tell_the_chains_of_a_symmetric_toy_apart():

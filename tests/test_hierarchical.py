@@ -2,15 +2,27 @@
 agreeing, colocation, determinism, resume, and learning known optima on toy graphs.
 
 Learning is checked in the papers' setting: the reference's grouper (`grouping_prior=0`),
-RL alone, the paper's k = 4 placements per grouping (`PAPER`), lr 0.03 and a small
-network (8 groups, hidden 32), 2,000 samples. Which seeds reach an optimum depends on
-the processor: the runs are deterministic on one machine, but float rounding differs
-between CPUs and the RL amplifies it. On the AMD EPYC VMs seeds 0-4 reached
-"8+4+4+4 on 3", "3x6 on 2", "2x8 on 2" and "fork-join 3x4 on 3" within 5% 5 of 5 times
-each; on an Intel Xeon VM (2026-12-05), over seeds 0-19, 19, 20, 19 and 14 of 20 (with
-16 placements per grouping, on the AMD VMs: 5, 5, 4 and 2 of 5). So the test asks a rate
-over the 20 runs of seeds 0-4, not every seed. Not reached on "4x6 on 4" nor on
-tests/test_learning.py's memory toy (0 of 5, at 1.07-1.37x):
+RL alone, the paper's k = 4 placements per grouping, a small network (8 groups, hidden
+32) at the learners' default rate, lr 0.003 (`PAPER`), 2,000 samples. On an Intel Xeon
+VM (2026-12-05), over seeds 0-19, it reached "8+4+4+4 on 3", "3x6 on 2", "2x8 on 2" and
+"fork-join 3x4 on 3" within 5% on every seed, and its mean step time fell over the run
+on each toy (4-8% on average).
+
+Why not lr 0.03, which these tests used before: there the policy drifts into the
+placements whose step time does not vary, everything on one device of identical ones,
+where every sample costs the same and the gradient vanishes (fork-join with plain SGD
+at lr 1: mean step 100 s -> 140 s, 0 of 10 seeds). Which seeds escape that drift depended on
+the processor, as the runs are deterministic on one machine but float rounding differs
+between CPUs and the RL amplifies it: 5 of 5 seeds per toy on the AMD EPYC VMs, 19, 20,
+19 and 14 of 20 on the Xeon, and fork-join's mean step no lower at the end than at the
+start (seeds 0-9).
+The policy gradient itself was a descent direction: estimated over 800 placements at
+the untrained policy, a step along it lowered fork-join's mean cost (9.74 -> 9.62).
+Still, the test allows one run of the 20 to miss, so that a machine whose rounding
+sends one seed astray does not fail it.
+
+Not reached on "4x6 on 4" nor on tests/test_learning.py's memory toy (measured at lr
+0.03: 0 of 5, at 1.07-1.37x):
 the RL settles in a local optimum, balanced devices each holding parts of several
 chains (seed 0's best, 73 s against 60: its best one-op move or two-op swap gives 72 s),
 and none of lr 0.01 or 0.1, 1 or 2 placements per grouping, no logit noise, an entropy
@@ -18,15 +30,11 @@ bonus, 4, 16 or 32 groups, a grouper with a hidden activation, a free table of l
 the grouper, nor Post's cross-entropy steps on each 40 samples' best tenth got past it
 on more than 1 seed of 5 (results/README.md). Our setting (tests/test_learning.py) does.
 
-These four toys do not show that the RL learns: the best of 2,000 uniform random
-placements reaches them too, on every seed (tests/test_learning.py,
+Reaching these four toys does not by itself show that the RL learns: the best of 2,000
+uniform random placements reaches them too, on every seed (tests/test_learning.py,
 `test_what_luck_and_the_list_schedulers_reach_on_each_toy`), and on the other two random
-search does as well or better (1.22-1.23x and 1.03-1.20x). Nor does the policy's
-training help there: on the Xeon, over seeds 0-19, "fork-join 3x4 on 3" was reached 14
-times trained and 15 times untrained (lr 1e-9), while uniform random placements reach it
-with probability 0.998 (0.31% per placement). The test guards the papers' setting
-against breaking (no valid placement, or a collapse before the first batches have
-explored), nothing more. No learner without local
+search does as well or better (1.22-1.23x and 1.03-1.20x). Hence the test's second
+check, that the policy's mean step falls. No learner without local
 search tried reaches those two on every seed, not even a free table of per-op device
 logits (results/toys/controls.md). With the list rule and the elite (ours), one group
 per op, RL alone does (tests/test_list_rule.py); with the grouper free it still does not.
@@ -45,6 +53,8 @@ from eagle.baselines.metis import min_cut_groups
 from eagle.errors import ConfigError
 from eagle.features import hierarchical_features, per_unit_mean
 from eagle.hierarchical import HierarchicalPlacer, group_embeddings
+from eagle.problem import Problem
+from eagle.rl import PolicyGradientPlacer
 from eagle.search import Budget, search
 from simulator.random_graphs import random_graph
 from tests.conftest import (
@@ -61,8 +71,10 @@ from tests.conftest import (
 # reference's logit noise; tests/test_learning.py checks the warm start and refinement
 RL_ONLY = {"warm_start": "none", "imitation_steps": 0, "rl_samples": None, "noise_samples": 750}
 SMALL = {"num_groups": 8, "hidden": 32, "grouper_hidden": 16, "lr": 0.03, **RL_ONLY}
-# the papers' setting on the toys: no grouping prior, k = 4 placements per grouping
-PAPER = SMALL | {"grouping_prior": 0.0, "batch_size": 4}
+# the papers' setting on the toys: no grouping prior, k = 4 placements per grouping, and
+# the learners' default rate (`RLSettings.lr`): at 0.03 its policy drifts into placements
+# whose step time does not vary (module docstring)
+PAPER = SMALL | {"grouping_prior": 0.0, "batch_size": 4, "lr": 0.003}
 
 
 def diamond():
@@ -312,19 +324,32 @@ TOYS = {
 PAPERS_TOYS = ("8+4+4+4 on 3", "3x6 on 2", "2x8 on 2", "fork-join 3x4 on 3")
 
 
-def test_the_papers_setting_reaches_the_known_optimum_on_most_toy_runs():
-    """A rate, not every seed (module docstring): 15 of the 20 runs, where 18 is the
-    mean of the rates measured over seeds 0-19 (at those rates P(< 15) is about 0.5%)."""
+def toy_run(placer: PolicyGradientPlacer, toy: Problem, optimum: float, samples: int):
+    """Whether the run got within 5% of `optimum`, and its policy's mean step time over
+    its last ten iterations divided by that over its first ten (below 1: it learned)."""
+    result = search(placer, toy, Budget(samples=samples), progress=False)
+    hit = result.best_valid and result.best_step_time <= 1.05 * optimum
+    mean = result.metrics["mean_step_time"].to_numpy()
+    return hit, float(mean[-10:].mean() / mean[:10].mean())
+
+
+def test_the_papers_setting_learns_and_reaches_the_known_optimum_on_toy_graphs():
+    """Every run but at most one reaches its toy (module docstring: a processor's rounding
+    decides single seeds; measured, 80 of 80 over seeds 0-19), and in the median run the
+    policy's mean step time falls by at least 3% (measured, per five seeds: 6-8%; one
+    toy, untrained: 1%). The median, as one run in 20 may still collapse (EAGLE's test)."""
     hits: dict[str, list[int]] = {}
+    ratios = []
     for name in PAPERS_TOYS:
         g, devices, optimum = TOYS[name]
         toy = problem(g, unit_cluster(devices))
         for seed in range(5):
-            placer = HierarchicalPlacer(toy, seed=seed, **PAPER)
-            result = search(placer, toy, Budget(samples=2000), progress=False)
-            if result.best_valid and result.best_step_time <= 1.05 * optimum:
+            hit, ratio = toy_run(HierarchicalPlacer(toy, seed=seed, **PAPER), toy, optimum, 2000)
+            ratios.append(ratio)
+            if hit:
                 hits.setdefault(name, []).append(seed)
-    assert sum(map(len, hits.values())) >= 15, f"seeds within 5% of the optimum: {hits}"
+    assert sum(map(len, hits.values())) >= 19, f"seeds within 5% of the optimum: {hits}"
+    assert np.median(ratios) <= 0.97, f"mean step, last over first iterations: {ratios}"
 
 
 def test_entropy_bonus_keeps_the_policy_spread(toy):
