@@ -29,9 +29,12 @@ VALIDATION = ("val/measured_step_time", "val/predicted_step_time")
 # whether a grouper learned (eagle.hierarchical): its entropy per unit and the fraction of
 # units whose likeliest group changed since the start; logged by the learned placers only
 LEARNING = ("train/grouper_entropy", "train/grouping_changed")
+# whether the policy learned: the mean cost of each batch it sampled (eagle.rl: sqrt of the
+# step time, an invalid placement at the failing cost), logged in the RL iterations only
+MEAN_COST = "train/mean_cost"
 CURVE_COLUMNS = (
     "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time",
-    *VALIDATION, *LEARNING,
+    *VALIDATION, *LEARNING, MEAN_COST,
 )  # fmt: skip
 COST_COLUMNS = (
     "suite",
@@ -45,6 +48,9 @@ COST_COLUMNS = (
     "median_final_best",
     "median_final_grouper_entropy",
     "median_final_grouping_changed",
+    "median_policy_trend",
+    "min_policy_trend",
+    "max_policy_trend",
 )
 
 
@@ -57,7 +63,7 @@ def curves(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = No
         if summary is None or metrics is None:
             continue
         metrics = metrics.copy()
-        for column in (*VALIDATION, *LEARNING):  # logged by some runs only
+        for column in (*VALIDATION, *LEARNING, MEAN_COST):  # logged by some runs only
             if column not in metrics:
                 metrics[column] = np.nan
         metrics = metrics.assign(
@@ -86,7 +92,7 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
     for (suite, cluster, placer), curve in frame.groupby(["suite", "cluster", "placer"]):
         if not is_search(curve):
             continue
-        samples, walls, finals, learning = [], [], [], []
+        samples, walls, finals, learning, trends = [], [], [], [], []
         for _, run in curve.groupby("seed"):
             run = run.sort_values("samples")
             final = float(run.best_step_time.iloc[-1])
@@ -99,6 +105,7 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
             # the last logged value: a run that refines after its RL logs none since
             logged = run[list(LEARNING)].ffill()
             learning.append(logged.iloc[-1].to_numpy(dtype=float))
+            trends.append(policy_trend(run[MEAN_COST].to_numpy(dtype=float)))
         if not samples:
             continue
         rows.append(
@@ -112,10 +119,33 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
                 "max_samples_to_2pct": max(samples),
                 "median_wall_s_to_2pct": float(np.median(walls)),
                 "median_final_best": float(np.median(finals)),
-                **dict(zip(COST_COLUMNS[-2:], _median(np.array(learning)), strict=True)),
+                **dict(zip(COST_COLUMNS[-5:-3], _median(np.array(learning)), strict=True)),
+                **dict(zip(COST_COLUMNS[-3:], _spread(np.array(trends)), strict=True)),
             }
         )
     return pd.DataFrame(rows, columns=list(COST_COLUMNS))
+
+
+def policy_trend(mean_costs: np.ndarray) -> float:
+    """How the policy's samples changed over its RL iterations: the mean of the batches'
+    mean costs over the last tenth of them divided by that over the first tenth (< 1:
+    they got better, the policy learned; >= 1: it did not, it drifted or collapsed);
+    nan with fewer than two RL iterations. The best placement alone cannot tell: a
+    policy whose samples get worse still draws an occasional better one (measured:
+    `agent=hierarchical_paper` on BERT, 1,000 samples, results/README.md)."""
+    logged = mean_costs[~np.isnan(mean_costs)]
+    if len(logged) < 2:
+        return math.nan
+    tenth = max(1, len(logged) // 10)
+    return float(logged[-tenth:].mean() / logged[:tenth].mean())
+
+
+def _spread(values: np.ndarray) -> list[float]:
+    """Median, fewest and most over seeds, nan where no seed has a value."""
+    known = values[~np.isnan(values)]
+    if not len(known):
+        return [math.nan] * 3
+    return [float(np.median(known)), float(known.min()), float(known.max())]
 
 
 def _median(rows: np.ndarray) -> list[float]:
@@ -129,22 +159,30 @@ def cost_markdown(cost: pd.DataFrame) -> str:
         f"Search cost: samples (simulated placements) and wall time until a run's best came "
         f"within {WITHIN:.0%} of its final best; median over seeds [fewest, most]. For a "
         f"grouper (hierarchical, eagle), at the end: its entropy in nats per unit and the "
-        f"share of units whose likeliest group changed since the start (0: it never "
-        f"learned; — : no grouper or not logged).",
+        f"share of units whose likeliest group changed since the start (0: the grouping "
+        f"never moved; a change alone is not learning). For a learned placer, the policy's "
+        f"trend: the mean cost of its samples over the last tenth of its RL iterations / "
+        f"over the first tenth (< 1: its samples got better, it learned; >= 1: they did "
+        f"not, it drifted or collapsed); median [least, most]. — : not logged.",
         "",
         "| suite | cluster | placer | runs | samples to 2% | wall time to 2% (s) "
-        "| grouper entropy | grouping changed |",
-        "|---|---|---|---|---|---|---|---|",
+        "| grouper entropy | grouping changed | policy trend |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    learning = cost[list(COST_COLUMNS[-2:])].to_numpy(dtype=float)
-    for row, (entropy, changed) in zip(cost.itertuples(), learning, strict=True):
+    learning = cost[list(COST_COLUMNS[-5:])].to_numpy(dtype=float)
+    for row, (entropy, changed, trend, least, most) in zip(
+        cost.itertuples(), learning, strict=True
+    ):
         lines.append(
             f"| {row.suite} | {row.cluster} | {row.placer} | {row.runs} | "
             f"{row.median_samples_to_2pct:,.0f} [{row.min_samples_to_2pct:,}, "
             f"{row.max_samples_to_2pct:,}] | {row.median_wall_s_to_2pct:.1f} | "
             f"{'—' if math.isnan(entropy) else f'{entropy:.2g}'} | "
-            f"{'—' if math.isnan(changed) else f'{changed:.1%}'} |"
-        )
+            f"{'—' if math.isnan(changed) else f'{changed:.1%}'} | "
+            + ("—" if math.isnan(trend) else
+               f"{trend:.2f} [{least:.2f}, {most:.2f}]")
+            + " |"
+        )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

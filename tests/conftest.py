@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +21,9 @@ from simulator.hardware.steal import StealMeter
 
 # Re-levels of this host (`eagle-profile --relevel`) live in the user's cache and would
 # change the cpu2 cost model under the tests: the tests (and the processes they start)
-# look in an empty folder of their own.
+# look in an empty folder of their own, removed when the test process exits.
 os.environ["EAGLE_RELEVEL_DIR"] = tempfile.mkdtemp(prefix="eagle-relevel-tests-")
+atexit.register(shutil.rmtree, os.environ["EAGLE_RELEVEL_DIR"], ignore_errors=True)
 
 # A "unit" device runs every op in exactly its `time` override; links move 1 byte/s after
 # a 1 s latency, so a copy of b bytes takes 1 + b seconds. Hand-computed schedules below

@@ -15,9 +15,11 @@ from eagle import convergence, report, run_dir
 
 def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
         one_shot: bool = False, metrics: bool = True,
-        learning: tuple[float, float] | None = None) -> None:  # fmt: skip
-    """A finished run whose best-so-far after each batch of 16 samples is `best`, and whose
-    grouper ends at `learning` (entropy, fraction changed) if given."""
+        learning: tuple[float, float] | None = None,
+        mean_cost: list[float] | None = None) -> None:  # fmt: skip
+    """A finished run whose best-so-far after each batch of 16 samples is `best`, whose
+    grouper ends at `learning` (entropy, fraction changed) and whose batches' mean costs
+    are `mean_cost`, if given."""
     d = root / f"{suite}__{agent}__p100x4__{seed}"
     d.mkdir(parents=True)
     samples = [16 * (k + 1) for k in range(len(best))]
@@ -33,14 +35,19 @@ def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
         if learning is not None:
             frame["train/grouper_entropy"] = [1.0] * (len(best) - 1) + [learning[0]]
             frame["train/grouping_changed"] = [0.0] * (len(best) - 1) + [learning[1]]
+        if mean_cost is not None:
+            frame["train/mean_cost"] = mean_cost
         frame.to_csv(d / "metrics.csv", index=False)
 
 
 @pytest.fixture
 def sweep(tmp_path) -> Path:
-    run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95], learning=(0.5, 0.1))  # within
-    run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0], learning=(0.1, 0.4))  # 2% at 32;
-    run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0], learning=(0.3, 0.2))  # 64; 48
+    # within 2% at 32; 64; 48. Policy trend (4 iterations: the tenth is 1): 0.5; 1.2; none
+    run(tmp_path, "gnmt", "eagle", 0, [10.0, 5.0, 4.95, 4.95], learning=(0.5, 0.1),
+        mean_cost=[2.0, 1.5, 1.2, 1.0])  # fmt: skip
+    run(tmp_path, "gnmt", "eagle", 1, [8.0, 8.0, 6.0, 4.0], learning=(0.1, 0.4),
+        mean_cost=[1.0, 1.0, 1.1, 1.2])  # fmt: skip
+    run(tmp_path, "gnmt", "eagle", 2, [9.0, 4.1, 4.05, 4.0], learning=(0.3, 0.2))
     run(tmp_path, "gnmt", "eagle", 3, [math.nan] * 3)  # never valid: no search cost
     run(tmp_path, "gnmt", "heft", 0, [3.0], one_shot=True)
     run(tmp_path, "bert", "hierarchical", 0, [7.0, 6.0])
@@ -60,9 +67,23 @@ def test_search_cost_by_hand(sweep):
     # the grouper's last logged values, median over the seeds: 0.3 nats, 20% changed
     assert eagle.median_final_grouper_entropy == 0.3 and eagle.median_final_grouping_changed == 0.2
     assert math.isnan(rows.loc[("bert", "hierarchical")].median_final_grouping_changed)
+    # the policy's trend over the two seeds that logged it: median of 0.5 and 1.2
+    assert (eagle.median_policy_trend, eagle.min_policy_trend, eagle.max_policy_trend) == (
+        pytest.approx(0.85), 0.5, pytest.approx(1.2))  # fmt: skip
+    assert math.isnan(rows.loc[("bert", "hierarchical")].median_policy_trend)
     text = convergence.cost_markdown(cost)
-    assert "| gnmt | p100x4 | eagle | 3 | 48 [32, 64] | 1.5 | 0.3 | 20.0% |" in text
-    assert "| bert | p100x4 | hierarchical | 1 | 32 [32, 32] | 1.0 | — | — |" in text
+    row = "| gnmt | p100x4 | eagle | 3 | 48 [32, 64] | 1.5 | 0.3 | 20.0% | 0.85 [0.50, 1.20] |"
+    assert row in text
+    assert "| bert | p100x4 | hierarchical | 1 | 32 [32, 32] | 1.0 | — | — | — |" in text
+
+
+def test_policy_trend_compares_the_last_tenth_of_the_rl_iterations_with_the_first():
+    # 20 RL iterations (a tenth: 2) between a warm start and a refinement that log none
+    costs = [np.nan, np.nan, 4.0, 2.0, *[9.0] * 16, 1.0, 2.0, np.nan]
+    assert convergence.policy_trend(np.array(costs)) == pytest.approx(1.5 / 3.0)
+    # 9 iterations: a tenth rounds to 1, the last over the first
+    assert convergence.policy_trend(np.array([2.0, *[5.0] * 7, 3.0])) == pytest.approx(1.5)
+    assert math.isnan(convergence.policy_trend(np.array([np.nan, 2.0, np.nan])))
 
 
 def test_best_so_far_on_a_grid_is_a_step_function():
