@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import suites
 from eagle import run_dir
+from eagle.convergence import MEAN_COST, policy_trend, trend_note
 from eagle.errors import ConfigError, EagleError
 from eagle.loop_validation import loop_validation
 from eagle.placer import Placer
@@ -161,6 +162,11 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         progress=bool(cfg.progress),
         on_iteration=validation,
     )
+    rl_costs = result.metrics.get(MEAN_COST)  # learned placers only
+    trend = math.nan if rl_costs is None else policy_trend(rl_costs.to_numpy(dtype=float))
+    if (note := trend_note(trend)) is not None:
+        notes.append(note)
+        log.warning("%s: %s", who["agent"], note)
     summary = {
         **who,
         "best_step_time": result.best_step_time,
@@ -172,6 +178,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "wall_s": result.wall_s,
         "lower_bound": problem.lower_bound,
         "stopped_by": result.stopped_by,
+        "policy_trend": None if math.isnan(trend) else trend,  # convergence.policy_trend
         "notes": [*result.notes, *notes],
         "graph": {"name": graph.name, "ops": graph.num_ops},
         "cost_model": cost_model.provenance(),

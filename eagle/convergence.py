@@ -142,6 +142,19 @@ def policy_trend(mean_costs: np.ndarray) -> float:
     return float(logged[-tenth:].mean() / logged[:tenth].mean())
 
 
+def trend_note(trend: float) -> str | None:
+    """What a run's summary says when its policy did not learn (`policy_trend` >= 1);
+    None when it did, or had no RL iterations."""
+    if not trend >= 1:
+        return None
+    return (
+        f"the policy did not learn: the mean cost of its samples over the last tenth of its "
+        f"RL iterations was {trend:.2f}x that over the first tenth (it drifted or "
+        f"collapsed), so its best placement came from sampling on the way, not from what "
+        f"it learned; try a lower agent.lr (results/README.md, 'Did they learn')"
+    )
+
+
 def _spread(values: np.ndarray) -> list[float]:
     """Median, fewest and most over seeds, nan where no seed has a value."""
     known = values[~np.isnan(values)]

@@ -38,6 +38,7 @@ def test_run_writes_the_standard_outputs(cached_small_suites, tmp_path):
     assert (summary["suite"], summary["agent"], summary["cluster"], summary["seed"]) == (
         "gnmt", "random", "p100x4", 1)  # fmt: skip
     assert summary["samples"] == 100 and summary["stopped_by"] == "budget.samples"
+    assert summary["policy_trend"] is None  # not a learned placer
     assert 0 < summary["lower_bound"] <= summary["best_step_time"]
     assert summary["cost_model"]["p100"].startswith("datasheet")
 
@@ -64,6 +65,11 @@ def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_
     assert list(metrics.columns[: len(METRIC_COLUMNS)]) == list(METRIC_COLUMNS)
     assert {"train/loss", "train/placer_entropy", "train/samples_per_s"} <= set(metrics.columns)
     assert metrics.samples.tolist() == [16, 32, 48]
+    # three RL iterations, a tenth of them is one: the last batch's mean cost / the first's
+    costs = metrics["train/mean_cost"]
+    assert summary["policy_trend"] == pytest.approx(costs.iloc[-1] / costs.iloc[0])
+    said = any("the policy did not learn" in note for note in summary["notes"])
+    assert said == (summary["policy_trend"] >= 1)
     # a rerun with a bigger budget continues the same training (model and optimizer)
     more = run(cfg(*small, "budget.samples=64"), tmp_path)
     assert more["samples"] == 64

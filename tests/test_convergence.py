@@ -115,3 +115,10 @@ def test_coinciding_one_shot_lines_take_turns_along_the_dashes():
     assert styles["expert"] == (10.0, (5.0, 10.0))  # starts 10 into its period: 5-10, ...
     assert styles["heft"] == (5.0, (5.0, 10.0))  # 10-15, ...
     assert styles["metis"] == (0.0, (5.0, 5.0))  # alone: plain dashes
+
+
+def test_a_run_whose_policy_did_not_learn_says_so():
+    assert "1.26x" in convergence.trend_note(1.26)
+    assert "did not learn" in convergence.trend_note(1.0)
+    assert convergence.trend_note(0.9) is None
+    assert convergence.trend_note(math.nan) is None  # no RL iterations
