@@ -36,6 +36,8 @@ CURVE_COLUMNS = (
     "suite", "cluster", "placer", "seed", "one_shot", "samples", "wall_s", "best_step_time",
     *VALIDATION, *LEARNING, MEAN_COST,
 )  # fmt: skip
+GROUPER_COLUMNS = ("median_final_grouper_entropy", "median_final_grouping_changed")
+TREND_COLUMNS = ("median_policy_trend", "min_policy_trend", "max_policy_trend")
 COST_COLUMNS = (
     "suite",
     "cluster",
@@ -46,11 +48,8 @@ COST_COLUMNS = (
     "max_samples_to_2pct",
     "median_wall_s_to_2pct",
     "median_final_best",
-    "median_final_grouper_entropy",
-    "median_final_grouping_changed",
-    "median_policy_trend",
-    "min_policy_trend",
-    "max_policy_trend",
+    *GROUPER_COLUMNS,
+    *TREND_COLUMNS,
 )
 
 
@@ -119,8 +118,8 @@ def search_cost(frame: pd.DataFrame) -> pd.DataFrame:
                 "max_samples_to_2pct": max(samples),
                 "median_wall_s_to_2pct": float(np.median(walls)),
                 "median_final_best": float(np.median(finals)),
-                **dict(zip(COST_COLUMNS[-5:-3], _median(np.array(learning)), strict=True)),
-                **dict(zip(COST_COLUMNS[-3:], _spread(np.array(trends)), strict=True)),
+                **dict(zip(GROUPER_COLUMNS, _median(np.array(learning)), strict=True)),
+                **dict(zip(TREND_COLUMNS, _spread(np.array(trends)), strict=True)),
             }
         )
     return pd.DataFrame(rows, columns=list(COST_COLUMNS))
@@ -184,7 +183,7 @@ def cost_markdown(cost: pd.DataFrame) -> str:
         "| grouper entropy | grouping changed | policy trend |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    learning = cost[list(COST_COLUMNS[-5:])].to_numpy(dtype=float)
+    learning = cost[[*GROUPER_COLUMNS, *TREND_COLUMNS]].to_numpy(dtype=float)
     for row, (entropy, changed, trend, least, most) in zip(
         cost.itertuples(), learning, strict=True
     ):
