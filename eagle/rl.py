@@ -60,7 +60,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
@@ -73,6 +74,23 @@ from eagle.local_search import STARTS, LocalSearchPlacer, ask_starts, start_plac
 from eagle.placer import Evaluation, Placer
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
+
+
+@contextmanager
+def no_denormals() -> Iterator[None]:
+    """Flush denormal floats to zero while the policy's network runs, and only then.
+
+    Why: a policy that collapses (the hierarchical planner at the paper's lr 0.1) drives
+    probabilities and gradients into float32's denormal range, which x86 CPUs compute in
+    microcode: `agent=hierarchical_paper` ran 4-7x faster with it on a Xeon VM, with the
+    same metrics row for row (results/README.md, "Machine"). Scoped rather than
+    process-wide so that real steps measured from the same process (`validation.every`)
+    run as the profile measured them."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
 
 @dataclass
@@ -238,7 +256,7 @@ class PolicyGradientPlacer(Placer):
         seed: int = 0,
         ppo: PPO | None = None,
     ) -> None:
-        with torch.random.fork_rng(devices=[]):  # the initial weights depend on the seed only
+        with torch.random.fork_rng(devices=[]), no_denormals():  # weights: the seed only
             torch.manual_seed(seed)
             self.policy = policy()
         super().__init__(problem, seed=seed)
@@ -287,7 +305,7 @@ class PolicyGradientPlacer(Placer):
             return batch
         self._asked_at = time.perf_counter()
         noise = self.samples_seen < self.settings.noise_samples
-        with torch.no_grad():
+        with torch.no_grad(), no_denormals():
             self._rollout = self.policy.sample(self.settings.batch_size, self.generator, noise)
         return self._rollout.placements
 
@@ -302,7 +320,8 @@ class PolicyGradientPlacer(Placer):
         if self.best_placement is None:
             self.notes.append("warm start: no valid placement; the RL starts untaught")
             return
-        stats = self.policy.anchor(self.best_placement, self.settings.imitation_steps)
+        with no_denormals():
+            stats = self.policy.anchor(self.best_placement, self.settings.imitation_steps)
         if not stats:
             self.notes.append("warm start: its placement uses devices outside agent.devices")
         self._anchor_stats = {f"train/{name}": value for name, value in stats.items()}
@@ -327,10 +346,12 @@ class PolicyGradientPlacer(Placer):
         if math.isnan(self.baseline):
             self.baseline = mean_cost
         advantages = torch.as_tensor(self.baseline - costs, dtype=torch.float32)
-        if self.settings.elite:
-            stats = self.imitate_elite(rollout, costs)
-        else:
-            stats = self.update(rollout, advantages)
+        with no_denormals():
+            if self.settings.elite:
+                stats = self.imitate_elite(rollout, costs)
+            else:
+                stats = self.update(rollout, advantages)
+            diagnostics = self.policy.diagnostics()
         decay = self.settings.baseline_decay
         self.baseline = decay * self.baseline + (1 - decay) * mean_cost
         self.samples_seen += len(placements)
@@ -338,7 +359,7 @@ class PolicyGradientPlacer(Placer):
         self.metrics = {
             **stats,
             **self._anchor_stats,
-            **{f"train/{name}": value for name, value in self.policy.diagnostics().items()},
+            **{f"train/{name}": value for name, value in diagnostics.items()},
             "train/skipped_steps": self.skipped_steps,
             "train/baseline": self.baseline,
             "train/mean_cost": mean_cost,

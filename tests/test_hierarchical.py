@@ -232,6 +232,23 @@ def test_resume_equals_uninterrupted(toy, tmp_path):
     assert_same_run(run(toy), resumed)
 
 
+def test_denormals_are_flushed_while_the_policy_runs_and_only_then(toy):
+    tiny = torch.tensor([1e-39])  # a float32 denormal: kept, unless flushed to zero
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush denormals")
+    placer = HierarchicalPlacer(toy, seed=5, **SMALL)
+    seen, sample = [], placer.policy.sample
+
+    def watched(*args, **kwargs):
+        seen.append((tiny * 1.0).item())
+        return sample(*args, **kwargs)
+
+    placer.policy.sample = watched
+    search(placer, toy, Budget(samples=32), progress=False)
+    assert len(seen) == 2 and seen == [0.0, 0.0]
+    assert (tiny * 1.0).item() == pytest.approx(1e-39, rel=1e-3)
+
+
 class _Overflow(torch.autograd.Function):
     """The identity, whose gradient is infinite."""
 
