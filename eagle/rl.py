@@ -83,7 +83,7 @@ def no_denormals() -> Iterator[None]:
     Why: a policy that collapses (the hierarchical planner at the paper's lr 0.1) drives
     probabilities and gradients into float32's denormal range, which x86 CPUs compute in
     microcode: `agent=hierarchical_paper` ran 4-7x faster with it on a Xeon VM, with the
-    same metrics row for row (results/README.md, "Machine"). Scoped rather than
+    same placements and costs (results/README.md, "Machine"). Scoped rather than
     process-wide so that real steps measured from the same process (`validation.every`)
     run as the profile measured them."""
     torch.set_flush_denormal(True)
