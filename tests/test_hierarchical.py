@@ -245,7 +245,7 @@ def test_denormals_are_flushed_while_the_policy_runs_and_only_then(toy):
 
     placer.policy.sample = watched
     search(placer, toy, Budget(samples=32), progress=False)
-    assert seen == [0.0, 0.0]  # both samples of the 32
+    assert seen == [0.0, 0.0]  # the two batches of 16 that make the 32 samples
     assert (tiny * 1.0).item() == pytest.approx(1e-39, rel=1e-3)
 
 
