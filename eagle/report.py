@@ -4,6 +4,7 @@ each of EAGLE's changes when the runs are an ablation sweep (`eagle.ablation`), 
 search's best placement as a timeline (`eagle.timeline`).
 
     eagle-report multirun/2026-12-01_10-00-00 [more dirs...] [--out DIR] [--table-name N]
+                 [--timelines all|best|none]
 
 Rows are suites (and clusters), columns placers; a cell is the mean (and spread over
 seeds) of the best per-step time each run found, with its ratio to the lower bound no
@@ -334,6 +335,43 @@ def latex(frame: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+TIMELINES = ("all", "best", "none")
+
+
+def timeline_runs(
+    records: list[run_dir.RunRecord], labels: dict[Path, str], which: str
+) -> list[run_dir.RunRecord]:
+    """The searches (not one-shot placers) whose best placement gets a timeline: `all`;
+    `best`, one per table cell (suite, cluster, placer), its seed with the fastest valid
+    step (a run's chart and trace take 0.1-1 MB, most of a committed report's size);
+    or `none`. Runs without a `placement.json` have nothing to draw."""
+    searches = [
+        r
+        for r in records
+        if r.summary is not None
+        and r.summary.get("stopped_by") != "placer"
+        and has_placement(r.path)
+    ]
+    if which == "none":
+        return []
+    if which == "all":
+        return searches
+
+    def cell(r: run_dir.RunRecord) -> tuple[str, str, str]:
+        s = r.summary or {}
+        return s["suite"], s["cluster"], labels.get(r.path, s["agent"])
+
+    def rank(r: run_dir.RunRecord) -> tuple[bool, float, int]:  # valid first, then fastest
+        s = r.summary or {}
+        return not s.get("best_valid", False), float(s["best_step_time"]), int(s["seed"])
+
+    best: dict[tuple[str, str, str], run_dir.RunRecord] = {}
+    for r in searches:
+        if cell(r) not in best or rank(r) < rank(best[cell(r)]):
+            best[cell(r)] = r
+    return [r for r in searches if best[cell(r)] is r]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="eagle-report", description="Tabulate eagle-run run dirs (markdown + CSV)."
@@ -348,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--best-known", type=Path, default=best_known.DEFAULT_DIR, metavar="DIR",
         help="best-known placements to compare with (default: the repo's results/best_known)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--timelines", choices=TIMELINES, default="all",
+        help="which searches get a timeline: all, the best seed of each cell, or none "
+        "(default: all)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     missing = [d for d in args.dirs if not d.is_dir()]
@@ -384,13 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         written.append(out / "ablation.csv")
     if len(runs):
         written += convergence.plot(runs, out, list(PLACER_ORDER), known)
-    searches = [  # the searches' best placements, device by device
-        r
-        for r in records
-        if r.summary is not None
-        and r.summary.get("stopped_by") != "placer"
-        and has_placement(r.path)
-    ]
+    searches = timeline_runs(records, labels, args.timelines)
     # a second or two per run (rebuild, simulate, draw); disable=None: off in a log file
     for record in tqdm(searches, desc="drawing timelines", unit="run", disable=None):
         try:

@@ -7,6 +7,7 @@ import json
 
 from eagle import report, timeline
 from eagle.app import run
+from eagle.run_dir import RunRecord
 from tests.test_app import cfg
 
 
@@ -47,3 +48,34 @@ def test_best_placement_timeline_from_a_run_dir(cached_small_suites, tmp_path):
         "timeline_gnmt__random__p100x4__0.png",
         "trace_gnmt__random__p100x4__0.json.gz",
     ]
+
+
+def test_best_draws_one_run_per_cell_its_fastest_valid_seed(tmp_path):
+    def record(agent, seed, step, valid=True, stopped_by="budget"):
+        path = tmp_path / f"gnmt__{agent}__p100x4__{seed}"
+        path.mkdir()
+        for name in ("placement.json", "config.yaml"):  # what a timeline is drawn from
+            (path / name).write_text("{}")
+        who = {"suite": "gnmt", "cluster": "p100x4", "agent": agent, "seed": seed}
+        result = {"best_step_time": step, "best_valid": valid, "stopped_by": stopped_by}
+        return RunRecord(path, who | result, None)
+
+    runs = [
+        record("eagle", 0, 0.30),
+        record("eagle", 1, 0.10, valid=False),  # fastest, but over a device's memory
+        record("eagle", 2, 0.20),
+        record("eagle", 3, 0.20),  # a tie: the lower seed
+        record("hierarchical", 0, 0.50),
+        record("heft", 0, 0.05, stopped_by="placer"),  # one-shot: never drawn
+    ]
+    labels = {r.path: r.summary["agent"] for r in runs}
+
+    def name(chosen):
+        return [r.path.name for r in chosen]
+
+    assert name(report.timeline_runs(runs, labels, "best")) == [
+        "gnmt__eagle__p100x4__2",
+        "gnmt__hierarchical__p100x4__0",
+    ]
+    assert name(report.timeline_runs(runs, labels, "all")) == name(runs[:5])
+    assert report.timeline_runs(runs, labels, "none") == []
