@@ -307,20 +307,24 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
     profile changes nothing until they are copied there (cpu2's: tests/test_cluster.py
     checks they agree with the shipped profile)."""
     rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
+    link = fit["link"]
+    read_bandwidth = link.get("read_bandwidth")  # absent: reading costs nothing per byte
+    per_byte = "" if read_bandwidth is None else f" + bytes / {read_bandwidth / 1e9:.1f} GB/s"
+    read_key = "" if read_bandwidth is None else f", read_bandwidth: {read_bandwidth:g}"
     cluster = (
         f"contention: {fit['contention']:g}, contention_waiting: "
         f"{fit['contention_waiting']:g}, wake_cost: {fit.get('wake_cost', 0.0):g}, "
         f"wake_after: {fit.get('wake_after', WAKE_AFTER_S):g} on each worker and latency: "
-        f"{fit['link']['latency']:g} on the link"
+        f"{link['latency']:g}, read_latency: {link.get('read_latency', 0.0):g}{read_key} "
+        "on the link"
     )
     return (
         f"a second worker: ops {fit['contention']:.1%} slower while it runs an op, "
         f"{fit['contention_waiting']:.1%} while it waits; an op after a wait of "
         f"{fit.get('wake_after', WAKE_AFTER_S) * 1e3:.1f} ms or more "
         f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; hand-offs "
-        f"{fit['link']['latency'] * 1e6:.2f} us, and reading a copy "
-        f"{fit['link'].get('read_latency', 0.0) * 1e6:.1f} us + bytes / "
-        f"{fit['link'].get('read_bandwidth', float('inf')) / 1e9:.1f} GB/s "
+        f"{link['latency'] * 1e6:.2f} us, and reading a copy "
+        f"{link.get('read_latency', 0.0) * 1e6:.1f} us{per_byte} "
         f"(rms miss per suite: {rms})\n"
         f"the simulator takes these from the cluster: set {cluster} in "
         "simulator/clusters/cpu2.yaml (or your cluster of these workers)"

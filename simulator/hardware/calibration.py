@@ -265,16 +265,16 @@ CALIBRATION_ROUNDS = (4, 16)
 # and shorter waits cost little (results/fidelity/README.md, "copies in the set").
 WAKE_AFTER_S = 0.3e-3
 # What reading a copy costs the reader (`Cluster.read_latency`, `read_bandwidth`): on a
-# CPU the copy lies in the other core's cache. The steps cannot tell these two from the
-# hand-off latency and the contention (over a grid of 0-10 us and 3-10 GB/s or none,
-# the four re-fitted each time, the calibration's rms miss per suite stayed at 1.9-3.3%,
-# against 2.4-2.8% without a read cost), so they are fixed, chosen on that grid by the
-# pooled history of eagle-validate's reports (results/fidelity/history-kept-memory):
-# with them the four constants re-fitted to the calibration steps rank the history at
-# tau 0.96 / 0.92 / 0.87 (Inception-V3, GNMT, BERT) against 0.91 / 0.90 / 0.78 without
-# (results/fidelity/README.md, "The reader pays").
-READ_LATENCY_S = 5e-6
-READ_BANDWIDTH = 5e9
+# CPU the copy lies in the other core's cache. The steps cannot tell it from the hand-off
+# latency and the contention, so it is fixed: at what the executor's own op times show,
+# 0.8 us an input read and nothing per byte (0.6-1.4 us in the three small suites, the
+# copy's cost falling on its sender; results/fidelity/README.md, "Inside the step").
+# With it the four constants re-fitted to the calibration steps miss them by 1.2 / 2.4 /
+# 2.0% rms (Inception-V3, GNMT, BERT) and rank the pooled history of eagle-validate's
+# reports at tau 0.88 / 0.88 / 0.77, against 2.9 / 3.5 / 2.2% and 0.65 / 0.82 / 0.75
+# with the 5 us + bytes / 5 GB/s chosen on the history of 2026-12-03
+# (results/fidelity/README.md, "The reader's cost, measured").
+READ_LATENCY_S = 0.8e-6
 
 
 def calibration_placements(
@@ -377,7 +377,7 @@ def calibration_case(name: str, graph: OpGraph, measured: Sequence[float]) -> Sh
 
 def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     """Fit the shared host's constants (`fit_shared_host`) with the profile's own op
-    times and copy bandwidth and the fixed read cost (`READ_LATENCY_S`, `READ_BANDWIDTH`),
+    times and copy bandwidth and the fixed read cost (`READ_LATENCY_S`),
     into `prof.fit`."""
     if not cases:
         return
@@ -390,7 +390,7 @@ def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     def model_for(contention: float, waiting: float, latency: float, wake: float) -> CostModel:
         cluster = two_worker_cluster(
             prof.device_type, contention, waiting, latency, bandwidth, wake,
-            READ_LATENCY_S, READ_BANDWIDTH,
+            READ_LATENCY_S,
         )  # fmt: skip
         t = prof.device_type
         return CostModel(cluster, {t: roofline}, {t: measured}, {t: overhead})
@@ -400,7 +400,8 @@ def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     fit["contention_waiting"] = shared.contention_waiting
     fit["wake_cost"], fit["wake_after"] = shared.wake_cost, WAKE_AFTER_S
     fit["link"]["latency"] = shared.latency
-    fit["link"]["read_latency"], fit["link"]["read_bandwidth"] = READ_LATENCY_S, READ_BANDWIDTH
+    fit["link"]["read_latency"] = READ_LATENCY_S
+    fit["link"].pop("read_bandwidth", None)  # absent: nothing per byte read
     fit["shared_host_rms"] = shared.rms
     # the steps fitted, by suite, in `calibration_placements` order: to re-fit without
     # re-measuring
