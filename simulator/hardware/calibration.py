@@ -270,10 +270,10 @@ WAKE_AFTER_S = 0.3e-3
 # 0.8 us an input read and nothing per byte (0.6-1.4 us in the three small suites, the
 # copy's cost falling on its sender; results/fidelity/README.md, "Inside the step").
 # With it the four constants re-fitted to the calibration steps miss them by 1.2 / 2.4 /
-# 2.0% rms (Inception-V3, GNMT, BERT) and rank the pooled history of eagle-validate's
-# reports at tau 0.88 / 0.88 / 0.77, against 2.9 / 3.5 / 2.2% and 0.65 / 0.82 / 0.75
-# with the 5 us + bytes / 5 GB/s chosen on the history of 2026-12-03
-# (results/fidelity/README.md, "The reader's cost, measured").
+# 2.0% rms (Inception-V3, GNMT, BERT) and rank the nine sets of eagle-validate's
+# reports pooled at tau 0.88 / 0.88 / 0.75, against 2.9 / 3.5 / 2.2% and 0.65 / 0.82 /
+# 0.74 with the 5 us + bytes / 5 GB/s chosen before on an older profile's history
+# (results/fidelity/README.md, "The reader pays", "The reader's cost, measured").
 READ_LATENCY_S = 0.8e-6
 
 
