@@ -345,6 +345,8 @@ def timeline_runs(
     `best`, one per table cell (suite, cluster, placer), its seed with the fastest valid
     step (a run's chart and trace take 0.1-1 MB, most of a committed report's size);
     or `none`. Runs without a `placement.json` have nothing to draw."""
+    if which == "none":
+        return []
     searches = [
         r
         for r in records
@@ -352,8 +354,6 @@ def timeline_runs(
         and r.summary.get("stopped_by") != "placer"
         and has_placement(r.path)
     ]
-    if which == "none":
-        return []
     if which == "all":
         return searches
 

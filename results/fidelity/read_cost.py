@@ -18,17 +18,15 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-from functools import partial
 from pathlib import Path
 
 import numpy as np
-from what_if import Host, step_time
+from what_if import Host, reports, step_time
 
 import suites
-from eagle.validate import _measured
 from simulator.cluster import Cluster
 from simulator.cost_model import PROFILE_DIR, CostModel
-from simulator.hardware import calibration
+from simulator.hardware.calibration import fit_two_workers, stored_cases
 from simulator.hardware.fidelity import pool_runs
 from simulator.profile import Profile
 
@@ -48,18 +46,14 @@ def main() -> None:
     graphs = {s: suites.load(s, "small") for s in SUITES}
     pool = {}
     for s in SUITES:
-        runs = [_measured(d / s) for d in args.sets if (d / s / "summary.json").exists()]
-        common = sorted(set.intersection(*(set(r) for r in runs)))
+        _, runs, common = reports(args.sets, s)
         places = {k: np.frombuffer(k[1], dtype=np.int64) for k in common}
         pool[s] = (model.op_times(graphs[s], cluster)[:, 0], runs, common, places)
     shipped = Profile.load(PROFILE_DIR / "cpu-worker.json.gz")
-    saved = calibration.READ_LATENCY_S, calibration.two_worker_cluster
     print("read cost | contention run / wait | hand-off | wake | calibration rms | pooled tau")
     for latency, bandwidth in READ_COSTS:
-        calibration.READ_LATENCY_S = latency
-        calibration.two_worker_cluster = partial(saved[1], read_bandwidth=bandwidth)
         prof = copy.deepcopy(shipped)
-        calibration.fit_two_workers(prof, calibration.stored_cases(prof, graphs))
+        fit_two_workers(prof, stored_cases(prof, graphs), latency, bandwidth)
         f = prof.fit
         host = Host(f["link"]["latency"], f["link"]["bandwidth"], latency, bandwidth,
                     f["contention"], f["contention_waiting"], f["wake_cost"],
@@ -75,7 +69,6 @@ def main() -> None:
               f"{f['contention_waiting']:.3f} | {f['link']['latency'] * 1e6:.1f} us | "
               f"{f['wake_cost'] * 1e6:.1f} us | {rms} | "
               f"{' / '.join(f'{t:.2f}' for t in taus)}", flush=True)  # fmt: skip
-    calibration.READ_LATENCY_S, calibration.two_worker_cluster = saved
 
 
 if __name__ == "__main__":

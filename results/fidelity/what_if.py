@@ -164,6 +164,14 @@ def check_against_engine(
     assert abs(ours - theirs) <= 1e-9 * theirs, (ours, theirs)
 
 
+def reports(sets: list[Path], suite: str) -> tuple[list[Path], list[dict], list]:
+    """The sets that measured `suite`, their measured times by placement key, and the
+    keys every one of them measured (what the pool ranks)."""
+    found = [d for d in sets if (d / suite / "summary.json").exists()]
+    runs = [_measured(d / suite) for d in found]
+    return found, runs, sorted(set.intersection(*(set(r) for r in runs)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sets", nargs="+", type=Path, help="folders of reports (cpu2)")
@@ -173,9 +181,7 @@ def main() -> None:
     for suite in ("inception_v3", "gnmt", "bert"):
         graph = suites.load(suite, "small")
         times = model.op_times(graph, cluster)[:, 0]
-        sets = [d for d in args.sets if (d / suite / "summary.json").exists()]
-        runs = [_measured(d / suite) for d in sets]
-        common = sorted(set.intersection(*(set(r) for r in runs)))
+        sets, runs, common = reports(args.sets, suite)
         placements = {k: np.frombuffer(k[1], dtype=np.int64) for r in runs for k in r}
         priced_by = {
             name: {k: step_time(graph, times, p, host) for k, p in placements.items()}

@@ -375,10 +375,15 @@ def calibration_case(name: str, graph: OpGraph, measured: Sequence[float]) -> Sh
     return SharedHostCase(name, graph, placements, tuple(measured))
 
 
-def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
+def fit_two_workers(
+    prof: Profile,
+    cases: list[SharedHostCase],
+    read_latency: float = READ_LATENCY_S,
+    read_bandwidth: float = math.inf,
+) -> None:
     """Fit the shared host's constants (`fit_shared_host`) with the profile's own op
-    times and copy bandwidth and the fixed read cost (`READ_LATENCY_S`),
-    into `prof.fit`."""
+    times and copy bandwidth and a fixed read cost (by default `READ_LATENCY_S`, nothing
+    per byte; results/fidelity/read_cost.py tries others), into `prof.fit`."""
     if not cases:
         return
     fit = prof.fit
@@ -390,7 +395,7 @@ def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     def model_for(contention: float, waiting: float, latency: float, wake: float) -> CostModel:
         cluster = two_worker_cluster(
             prof.device_type, contention, waiting, latency, bandwidth, wake,
-            READ_LATENCY_S,
+            read_latency, read_bandwidth,
         )  # fmt: skip
         t = prof.device_type
         return CostModel(cluster, {t: roofline}, {t: measured}, {t: overhead})
@@ -400,8 +405,10 @@ def fit_two_workers(prof: Profile, cases: list[SharedHostCase]) -> None:
     fit["contention_waiting"] = shared.contention_waiting
     fit["wake_cost"], fit["wake_after"] = shared.wake_cost, WAKE_AFTER_S
     fit["link"]["latency"] = shared.latency
-    fit["link"]["read_latency"] = READ_LATENCY_S
-    fit["link"].pop("read_bandwidth", None)  # absent: nothing per byte read
+    fit["link"]["read_latency"] = read_latency
+    fit["link"].pop("read_bandwidth", None)  # absent: nothing per byte (JSON has no inf)
+    if math.isfinite(read_bandwidth):
+        fit["link"]["read_bandwidth"] = read_bandwidth
     fit["shared_host_rms"] = shared.rms
     # the steps fitted, by suite, in `calibration_placements` order: to re-fit without
     # re-measuring
