@@ -196,8 +196,12 @@ def main() -> None:
         placements = {k: np.frombuffer(k[1], dtype=np.int64) for r in runs for k in r}
         priced_by = {
             name: {k: step_time(graph, times, p, host) for k, p in placements.items()}
-            for name, host in (("shipped", SHIPPED), ("before", BEFORE), ("op-level", OP_LEVEL),
-                               ("balance", BALANCE))
+            for name, host in (
+                ("shipped", SHIPPED),
+                ("before", BEFORE),
+                ("op-level", OP_LEVEL),
+                ("balance", BALANCE),
+            )
         }
         for k, place in placements.items():
             check_against_engine(graph, place, priced_by["shipped"][k], cluster, model)
