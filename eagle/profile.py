@@ -314,7 +314,9 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
     cluster = (
         f"contention: {fit['contention']:g}, contention_waiting: "
         f"{fit['contention_waiting']:g}, wake_cost: {fit.get('wake_cost', 0.0):g}, "
-        f"wake_after: {fit.get('wake_after', WAKE_AFTER_S):g} on each worker and latency: "
+        f"wake_after: {fit.get('wake_after', WAKE_AFTER_S):g}, split_slowdown: "
+        f"{fit.get('split_slowdown', 0.0):g}, split_below: {fit.get('split_below', 0.0):g} "
+        f"on each worker and latency: "
         f"{link['latency']:g}, read_latency: {link.get('read_latency', 0.0):g}{read_key} "
         "on the link"
     )
@@ -322,7 +324,9 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
         f"a second worker: ops {fit['contention']:.1%} slower while it runs an op, "
         f"{fit['contention_waiting']:.1%} while it waits; an op after a wait of "
         f"{fit.get('wake_after', WAKE_AFTER_S) * 1e3:.1f} ms or more "
-        f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; hand-offs "
+        f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; ops under "
+        f"{fit.get('split_below', 0.0) * 1e6:.0f} us {fit.get('split_slowdown', 0.0):.0%} "
+        "slower x the other worker's share of the step; hand-offs "
         f"{link['latency'] * 1e6:.2f} us, and reading a copy "
         f"{link.get('read_latency', 0.0) * 1e6:.1f} us{per_byte} "
         f"(rms miss per suite: {rms})\n"

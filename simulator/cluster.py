@@ -18,9 +18,12 @@ for each one waiting for an input with ops still to run (`simulator.engine`, rul
 extended there; `contention_waiting` defaults to `contention`). And its `wake_cost`
 (seconds) with `wake_after` (seconds): an op that starts after its device has finished
 nothing for `wake_after` or longer takes `wake_cost` longer (a worker that waited long
-computes slower for a while after; rule 1 as extended there).
-Defaults: the device is alone on its host, contention 0, no wake-up cost: DESIGN.md's
-independent devices.
+computes slower for a while after; rule 1 as extended there). And its `split_slowdown`
+(a fraction) with `split_below` (seconds): an op whose time alone is under `split_below`
+takes it x (1 + `split_slowdown` x the share of the step's op time that the placement
+puts on the other devices of its host), all step long (rule 1 as extended there).
+Defaults: the device is alone on its host, contention 0, no wake-up cost, no split
+slowdown: DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
 Cluster files are data from other people: read with a size cap, and YAML aliases are
@@ -103,6 +106,8 @@ class Device:
     contention_waiting: float | None = None  # ... per other one waiting; None: `contention`
     wake_cost: float = 0.0  # seconds an op adds after its device idled `wake_after` or more
     wake_after: float = 0.0  # seconds
+    split_slowdown: float = 0.0  # slowdown of its small ops per unit of the step's op time
+    split_below: float = 0.0  # ... on its host-mates; small: under these seconds alone
 
 
 @dataclass(frozen=True, eq=False)
@@ -222,34 +227,38 @@ class Cluster:
 
     @cached_property
     def contention(self) -> FloatArray:
-        """[D, 4] op slowdown per other device of the host running an op or copy (column
+        """[D, 6] op slowdown per other device of the host running an op or copy (column
         0) and per other one waiting for an input with ops still to run (column 1); the
-        wake-up cost in seconds (column 2) and the idle time after which it applies (3)."""
+        wake-up cost in seconds (column 2) and the idle time after which it applies (3);
+        the split slowdown (4) and the time alone under which an op pays it (5)."""
         rates = [
             (
                 d.contention,
                 d.contention if d.contention_waiting is None else d.contention_waiting,
                 d.wake_cost,
                 d.wake_after,
+                d.split_slowdown,
+                d.split_below,
             )
             for d in self.devices
         ]
-        contention = np.array(rates, dtype=np.float64).reshape(-1, 4)
+        contention = np.array(rates, dtype=np.float64).reshape(-1, 6)
         contention.setflags(write=False)
         return contention
 
     def mirror(self) -> IntArray | None:
         """A relabelling of the devices under which the cluster is the same (device i ->
-        `mirror[i]`): interchangeable devices (same type, memory, contention and wake-up
-        cost) in reverse order, if that keeps every link and which devices share a host
-        as they were; None if there is no such relabelling.
+        `mirror[i]`): interchangeable devices (same type, memory, contention, wake-up cost
+        and split slowdown) in reverse order, if that keeps every link and which devices
+        share a host as they were; None if there is no such relabelling.
 
         A placement and its mirror image cost the same in the simulator, but on a real
         machine one core can run slower than its twin for minutes; measuring both and
         pooling cancels that (`simulator.hardware.fidelity`)."""
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, d in enumerate(self.devices):
-            key = (d.type, d.memory, d.contention, d.contention_waiting, d.wake_cost, d.wake_after)
+            key = (d.type, d.memory, d.contention, d.contention_waiting, d.wake_cost,
+                   d.wake_after, d.split_slowdown, d.split_below)  # fmt: skip
             groups.setdefault(key, []).append(i)
         perm = np.arange(self.num_devices)
         for members in groups.values():
@@ -332,6 +341,28 @@ def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     return values[0], values[1]
 
 
+def _split(d: Mapping[str, Any], name: str) -> tuple[float, float]:
+    """A device's (split_slowdown, split_below); a slowdown needs the op size it applies to."""
+    slowdown = d.get("split_slowdown", 0.0)
+    if not is_amount(slowdown):
+        raise ClusterError(
+            f"device {name!r} split_slowdown must be a non-negative fraction (0.1: its small "
+            f"ops run 10% longer per unit of the step its host-mates hold), got "
+            f"{short_repr(slowdown)}"
+        )
+    below = d.get("split_below", 0.0)
+    if not is_amount(below):
+        raise ClusterError(
+            f"device {name!r} split_below must be non-negative seconds, got {short_repr(below)}"
+        )
+    if slowdown > 0 and below == 0:
+        raise ClusterError(
+            f"device {name!r} has a split_slowdown but no split_below: say under how many "
+            "seconds alone an op pays it (e.g. split_below: 10e-6)"
+        )
+    return float(slowdown), float(below)
+
+
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
     if not isinstance(raw, list) or not raw:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
@@ -350,9 +381,9 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         host = _name(d.get("host") or "", f"device {name!r}: 'host'")
         dev_type = _name(d["type"], f"device {name!r}: 'type'")
         wake_cost, wake_after = _wake(d, name)
-        devices.append(
-            Device(name, dev_type, memory, host, contention, waiting, wake_cost, wake_after)
-        )
+        split, below = _split(d, name)
+        devices.append(Device(name, dev_type, memory, host, contention, waiting, wake_cost,
+                              wake_after, split, below))  # fmt: skip
     return tuple(devices)
 
 

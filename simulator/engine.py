@@ -26,6 +26,11 @@ worker slows its host-mate less than a computing one (on `cpu2` about 30% agains
 and a worker that spun for over 0.3 ms runs its next ops slower: the wake-up cost. The
 fits and the measurements behind both: results/fidelity/README.md (from "two contention
 rates" on).
+And an op whose time alone is under its device's `split_below` takes it x (1 +
+`split_slowdown` x the share of its host's op time, alone, that the placement puts on
+the other devices of its host), all step long (`split_slowdown` in the cluster file): on
+`cpu2` the small ops of an even split ran slower than any rule of the moment predicts
+(results/fidelity/README.md, "The split").
 And an op that reads an input from a copy takes the link's `read_latency` + the edge's
 bytes / its `read_bandwidth` longer (before any slowdown), once per such input: on a CPU
 the copy lies in the other core's cache, and the reader's first touch misses there. On
@@ -138,6 +143,29 @@ def _enqueue(times: Any, ids: Any, head: Any, tail: Any, t: float, i: Any) -> No
 
 
 @numba.njit(cache=True, nogil=True)
+def _split_factors(place: Any, times: Any, host: Any, contention: Any) -> Any:
+    """[D] what each device's small ops are multiplied by (rule 1, extended): 1 +
+    split_slowdown x the share of its host's op time (alone) on its host-mates."""
+    D = contention.shape[0]
+    factor = np.ones(D, np.float64)
+    if not (contention[:, 4] > 0.0).any():
+        return factor
+    work = np.zeros(D, np.float64)
+    for p in range(place.shape[0]):
+        work[place[p]] += times[p, place[p]]
+    for d in range(D):
+        on_host, on_mates = 0.0, 0.0
+        for o in range(D):
+            if host[o] == host[d]:
+                on_host += work[o]
+                if o != d:
+                    on_mates += work[o]
+        if contention[d, 4] > 0.0 and on_host > 0.0:
+            factor[d] = 1.0 + contention[d, 4] * (on_mates / on_host)
+    return factor
+
+
+@numba.njit(cache=True, nogil=True)
 def _simulate_kernel(
     place: Any,  # [n] uint32 device of each op
     times: Any,  # [n, D] seconds of each op on each device
@@ -158,8 +186,9 @@ def _simulate_kernel(
     read_bandwidth: Any,  # [D, D] bytes/s at which it reads them
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
-    contention: Any,  # [D, 4] slowdown of a device's ops per other device of its host
-    # running (column 0) or waiting for an input (column 1); wake-up cost, and after (2, 3)
+    contention: Any,  # [D, 6] slowdown of a device's ops per other device of its host
+    # running (column 0) or waiting for an input (column 1); wake-up cost, and after (2, 3);
+    # split slowdown, and the time alone under which an op pays it (4, 5)
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -190,10 +219,13 @@ def _simulate_kernel(
     copy_owner = np.full(D, n, np.uint32)  # ... valid if copy_owner[device] == p
     group_dev = np.full(num_groups, D, np.uint32)  # device of each group's first op
     split = np.uint32(num_groups)  # the first group placed on two devices (rule 5)
+    small_factor = _split_factors(place, times, host, contention)
     nc = _0
     for p in range(n):
         d = place[p]
         op_time[p] = times[p, d]  # read in op order here, not at random when it starts
+        if op_time[p] < contention[d, 5]:
+            op_time[p] *= small_factor[d]
         for j in range(in_ptr[p], in_ptr[p + _1]):  # reading copies (rule 1, extended)
             sd = place[in_src[j]]
             if sd != d:

@@ -83,7 +83,13 @@ class _Step:
         n = graph.num_ops
         self.num_devices = D = cluster.num_devices
         times = cost_model.op_times(graph, cluster)
-        self.dur = [float(times[i, place[i]]) for i in range(n)]  # alone; contention at start
+        self.host, self.contention = cluster.host_index.tolist(), cluster.contention.tolist()
+        alone = [float(times[i, place[i]]) for i in range(n)]
+        factor = self.split_factors(alone)
+        self.dur = [  # alone, or split-slowed if small; contention comes at the start
+            t * factor[place[i]] if t < self.contention[place[i]][5] else t
+            for i, t in enumerate(alone)
+        ]
         for i in range(n):  # reading inputs from copies, in the order of the graph's in-edges
             for e in graph.in_edges[graph.in_ptr[i] : graph.in_ptr[i + 1]].tolist():
                 s, d = place[int(graph.edge_src[e])], place[i]
@@ -92,7 +98,6 @@ class _Step:
                         cost_model.read_latency[s, d]
                         + graph.edge_bytes[e] / cost_model.read_bandwidth[s, d]
                     )
-        self.host, self.contention = cluster.host_index.tolist(), cluster.contention.tolist()
         self.preds = [graph.predecessors(i).tolist() for i in range(n)]
         self.succs = [graph.successors(i).tolist() for i in range(n)]
         self.copy_bytes = _copy_sizes(graph, place)
@@ -117,6 +122,26 @@ class _Step:
         self.running: list[int | Copy | None] = [None] * D
         self.link_copy: dict[tuple[int, int], Copy | None] = {}
         self.peak = [0.0] * D
+
+    def split_factors(self, alone: list[float]) -> list[float]:
+        """Rule 1, extended: each device's small ops take 1 + split_slowdown x the share of
+        its host's op time (alone) that the placement puts on its host-mates."""
+        D = self.num_devices
+        work = [0.0] * D
+        for i, t in enumerate(alone):  # summed in op order, as the engine does
+            work[self.place[i]] += t
+        factors = []
+        for d in range(D):
+            on_host, on_mates = 0.0, 0.0
+            for o in range(D):
+                if self.host[o] == self.host[d]:
+                    on_host += work[o]
+                    if o != d:
+                        on_mates += work[o]
+            slowdown = self.contention[d][4]
+            share = on_mates / on_host if on_host > 0 else 0.0
+            factors.append(1.0 + slowdown * share if slowdown > 0 and on_host > 0 else 1.0)
+        return factors
 
     # ---- rules 1-3: starting work ----------------------------------------------------
 

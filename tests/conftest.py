@@ -40,6 +40,8 @@ def unit_cluster(
     contention_waiting: Any = None,
     wake_cost: Any = 0.0,
     wake_after: Any = 0.0,
+    split_slowdown: Any = 0.0,
+    split_below: Any = 0.0,
     pairs: list[dict[str, Any]] | None = None,
     **links: Any,
 ) -> Cluster:
@@ -58,6 +60,8 @@ def unit_cluster(
                     "contention_waiting": contention_waiting,
                     "wake_cost": wake_cost,
                     "wake_after": wake_after,
+                    "split_slowdown": split_slowdown,
+                    "split_below": split_below,
                 }
                 for i in range(num_devices)
             ],

@@ -91,6 +91,8 @@ def test_cpu2_is_two_cpu_workers():
     assert c.contention[:, :2].ravel().tolist() == pytest.approx(rates * 2, abs=0.0005)
     wake = fit.get("wake_cost", 0.0)  # a profile fitted before the wake-up cost has none
     assert c.contention[:, 2].tolist() == pytest.approx([wake] * 2, abs=0.05e-6)
+    split = [fit.get("split_slowdown", 0.0), fit.get("split_below", 0.0)]
+    assert c.contention[:, 4:].ravel().tolist() == pytest.approx(split * 2)
     fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
     assert c.bandwidth[0, 1] == pytest.approx(fit["bandwidth"], rel=0.01)

@@ -62,6 +62,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
     contention = draw(st.sampled_from([0.0, 0.5, 1.0]))  # some devices share a host
     waiting = draw(st.sampled_from([None, 0.0, 0.25]))  # a waiting host-mate counts less
     wake_cost, wake_after = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.0), (1.0, 0.5)]))
+    split, below = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.5), (1.0, 3.0)]))  # small ops
     cluster = Cluster.from_dict(
         {
             "devices": [
@@ -74,6 +75,8 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
                     "contention_waiting": waiting,
                     "wake_cost": wake_cost,
                     "wake_after": wake_after,
+                    "split_slowdown": split,
+                    "split_below": below,
                 }
                 for i in range(num_devices)
             ],

@@ -362,13 +362,49 @@ def test_an_op_after_a_long_wait_pays_the_wake_up_cost(sim):
     assert r.trace.op_end.tolist() == [1, 3, 5]
 
 
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_small_ops_slow_with_the_share_of_the_step_on_host_mates(sim):
+    cluster = unit_cluster(3, hosts=["h", "h", "other"], split_slowdown=0.5, split_below=2.5)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [
+            {"name": "a", "t": 2},
+            {"name": "b", "t": 4},
+            {"name": "c", "t": 1.5},
+            {"name": "f", "t": 2.5},
+            {"name": "e", "t": 1},
+        ],
+        [],
+    )
+    r = sim(g, [0, 0, 1, 1, 2], cluster, cost, trace=True)
+    # host h holds 10 s of ops alone: 6 on d0, 4 on d1. d0's small ops (under 2.5 s) take
+    # x (1 + 0.5 x 4/10) = 1.2: a [0,2.4], b (not small) [2.4,6.4]; d1's x 1.3: c
+    # [0,1.95], f (2.5 s: not under) [1.95,4.45]. e is alone on its host: [0,1].
+    assert r.trace.op_end.tolist() == pytest.approx([2.4, 6.4, 1.95, 4.45, 1])
+    assert r.step_time == pytest.approx(6.4)
+    # the whole host's work on one device: no host-mate holds any, nothing slows
+    one = sim(g, [0, 0, 0, 0, 2], cluster, cost, trace=True)
+    assert one.trace.op_end.tolist() == [2, 6, 7.5, 10, 1]
+
+
+def test_a_split_slowdown_needs_the_op_size_it_applies_to():
+    with pytest.raises(ClusterError, match="'d0' has a split_slowdown but no split_below"):
+        unit_cluster(2, split_slowdown=0.1)
+    with pytest.raises(ClusterError, match="'d0' split_slowdown must be a non-negative"):
+        unit_cluster(2, split_slowdown=-0.1, split_below=1e-5)
+    with pytest.raises(ClusterError, match="'d0' split_below must be non-negative seconds"):
+        unit_cluster(2, split_slowdown=0.1, split_below="small")
+    c = unit_cluster(2, split_slowdown=0.1, split_below=1e-5)
+    assert c.contention[:, 4:].tolist() == [[0.1, 1e-5]] * 2
+
+
 def test_a_wake_up_cost_needs_the_wait_it_follows():
     with pytest.raises(ClusterError, match="'d0' has a wake_cost but no wake_after"):
         unit_cluster(2, wake_cost=1e-5)
     with pytest.raises(ClusterError, match="'d0' wake_after must be non-negative seconds"):
         unit_cluster(2, wake_cost=1e-5, wake_after=-1)
     c = unit_cluster(2, wake_cost=5e-5, wake_after=3e-4)
-    assert c.contention[:, 2:].tolist() == [[5e-5, 3e-4]] * 2
+    assert c.contention[:, 2:4].tolist() == [[5e-5, 3e-4]] * 2
 
 
 def test_contention_must_be_a_non_negative_fraction():
@@ -376,7 +412,7 @@ def test_contention_must_be_a_non_negative_fraction():
         unit_cluster(2, contention=-0.1)
     with pytest.raises(ClusterError, match="'d0' contention_waiting must be a non-negative"):
         unit_cluster(2, contention_waiting="a lot")
-    assert unit_cluster(2).contention.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0]]
+    assert unit_cluster(2).contention.tolist() == [[0] * 6] * 2
     # without contention_waiting, a waiting host-mate counts as much as a running one
     assert unit_cluster(2, contention=0.2).contention[:, :2].tolist() == [[0.2, 0.2]] * 2
     both = unit_cluster(2, contention=0.2, contention_waiting=0.05)

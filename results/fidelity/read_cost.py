@@ -3,7 +3,7 @@
 The read cost (`simulator/hardware/calibration.py`, READ_LATENCY_S) is fixed, not fitted:
 the calibration steps cannot tell it from the hand-off latency and the contention. For
 each read cost here, this re-fits the other four constants to the steps the shipped
-profile keeps (as `eagle-profile --refit` does), then prices every report of the pool
+profile keeps (as `eagle-profile --refit` does, the split slowdown held as shipped), then prices every report of the pool
 with them (`what_if.py`'s two-worker simulator, the engine's rules) and prints the
 calibration's rms miss and the pooled Kendall tau per suite, the profile as measured
 (`eagle-validate --pool ... --as-measured`). About 25 s a line:
@@ -57,7 +57,8 @@ def main() -> None:
         f = prof.fit
         host = Host(f["link"]["latency"], f["link"]["bandwidth"], latency, bandwidth,
                     f["contention"], f["contention_waiting"], f["wake_cost"],
-                    f["wake_after"])  # fmt: skip
+                    f["wake_after"], balance=f["split_slowdown"],
+                    balance_below=f["split_below"])  # fmt: skip
         taus = []
         for s in SUITES:
             times, runs, common, places = pool[s]
