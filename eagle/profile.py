@@ -342,7 +342,10 @@ def _refit(names: list[str], out: Path) -> int:
         raise CliError(f"--refit updates a profile; {out} does not exist")
     prof = Profile.load(out)
     graphs = {name: suites.load(name, "small") for name in names}
+    before = relevels.profile_sha(out)
     fit_two_workers(prof, stored_cases(prof, graphs))
+    earlier = prof.same_op_times_as()  # the op times stay: re-levels of the file still apply
+    prof.fit["same_op_times_as"] = earlier + ([] if before in earlier else [before])
     prof.save(out)
     print(f"{out}: re-fitted to its stored steps; {_two_workers_line(prof.fit)}")
     return 0
@@ -355,6 +358,7 @@ def _remeasure_steps(device: torch.device, names: list[str], out: Path) -> int:
     if not out.exists():
         raise CliError(f"--steps-only updates a complete profile; {out} does not exist")
     prof = Profile.load(out)
+    prof.fit.pop("same_op_times_as", None)  # new op times: earlier re-levels do not apply
     if device.type == "cuda":
         roofline = Roofline(**prof.fit["roofline"])
         prof.fit["op_overhead"] = _gpu_in_step_times(prof, roofline, names, device)

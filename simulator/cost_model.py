@@ -120,15 +120,16 @@ class CostModel:
             sources[t] = (
                 f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"
             )
+            earlier = profile.same_op_times_as()
             if isinstance(relevel, Mapping):
                 found = relevel.get(t)
-                if found is not None and found.profile_sha != relevels.profile_sha(Path(path)):
+                if found is not None and not relevels.applies(found, Path(path), earlier):
                     raise CostModelError(
                         f"the re-level of {t} of {found.date} maps another profile than "
                         f"{path}; re-predict with the profile it was measured for"
                     )
             else:
-                found = relevels.for_profile(t, Path(path)) if relevel else None
+                found = relevels.for_profile(t, Path(path), earlier) if relevel else None
             if found is not None:
                 measured[t] = {
                     row["signature"]: measured[t][row["signature"]]

@@ -46,6 +46,19 @@ class Profile:
             row["signature"]: row.get("in_step_s", row["median_s"] + overhead) for row in self.ops
         }
 
+    def same_op_times_as(self) -> list[str]:
+        """The SHAs (`simulator.relevel.profile_sha`) of this profile's earlier files with
+        the same op times: `eagle-profile --refit` changes only the two-worker constants,
+        which a re-level does not depend on (it fits one-worker steps), so re-levels made
+        for those files still apply (`fit.same_op_times_as`)."""
+        shas = self.fit.get("same_op_times_as", [])
+        if not isinstance(shas, list) or not all(isinstance(x, str) for x in shas):
+            raise CostModelError(
+                f"profile of {self.device_type!r}: fit.same_op_times_as must be a list of "
+                f"profile SHAs, got {short_repr(shas)}; delete the entry"
+            )
+        return shas
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,

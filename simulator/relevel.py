@@ -21,9 +21,10 @@ pulled toward the ratios (time here / in the profile) of kernels timed alone, wh
 say what each kind does when the steps alone cannot tell (on cpu2 GNMT-small's step is
 95% small ops, Inception-V3-small's 38% compute). A re-level is stored per host and
 device type (`relevel_dir()/HOST__TYPE.json`) with its date, the machine's processor
-and the SHA-256 of the profile it applies to; `CostModel.default` applies the one of
-this host and processor whose profile matches, and names it in its provenance
-("re-levelled on HOST at DATE"). Kept free of torch.
+and the SHA-256 of the profile it applies to (a profile re-fitted with `eagle-profile
+--refit` keeps the SHAs of its earlier files, whose re-levels still apply);
+`CostModel.default` applies the one of this host and processor whose profile matches,
+and names it in its provenance ("re-levelled on HOST at DATE"). Kept free of torch.
 """
 
 from __future__ import annotations
@@ -173,9 +174,12 @@ def load(path: Path) -> Relevel:
         raise CostModelError(f"re-level {path}: missing or bad field {e}") from None
 
 
-def for_profile(device_type: str, profile_path: Path) -> Relevel | None:
+def for_profile(
+    device_type: str, profile_path: Path, same_op_times_as: Sequence[str] = ()
+) -> Relevel | None:
     """This host's re-level of `device_type`, if one exists for the profile file at
-    `profile_path` (by its SHA-256: a re-level of another profile does not apply) and was
+    `profile_path` (by its SHA-256: a re-level of another profile does not apply) or for
+    one of its earlier files with the same op times (`same_op_times_as`, SHAs), and was
     measured on a machine like this one (`this_machine`)."""
     path = relevel_dir() / f"{this_host()}__{device_type}.json"
     if not path.exists():
@@ -183,7 +187,12 @@ def for_profile(device_type: str, profile_path: Path) -> Relevel | None:
     found = load(path)
     if found.machine and found.machine != this_machine():
         return None
-    return found if found.profile_sha == profile_sha(profile_path) else None
+    return found if applies(found, profile_path, same_op_times_as) else None
+
+
+def applies(found: Relevel, profile_path: Path, same_op_times_as: Sequence[str] = ()) -> bool:
+    """Whether `found` maps the profile file at `profile_path` (module docstring)."""
+    return found.profile_sha in {profile_sha(profile_path), *same_op_times_as}
 
 
 def fit_factors(

@@ -119,10 +119,12 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     assert "held-out accuracy" in capsys.readouterr().out
     # re-measure only what whole steps give: the ops timed alone, copies, roofline kept
     profile.fit["contention"] = profile.fit["contention_waiting"] = -1.0
+    profile.fit["same_op_times_as"] = ["0" * 16]
     profile.save(out)
     assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
                          "--steps-only"]) == 0  # fmt: skip
     again = Profile.load(out)
+    assert again.same_op_times_as() == []  # new in-step times: no earlier re-level applies
     assert [r["median_s"] for r in again.ops] == [r["median_s"] for r in profile.ops]
     assert again.copies == profile.copies and again.fit["roofline"] == profile.fit["roofline"]
     assert again.fit["contention"] >= 0 and again.fit["contention_waiting"] >= 0
@@ -134,10 +136,12 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     fitted = {k: again.fit[k] for k in constants}
     again.fit["contention"] = again.fit["wake_cost"] = -1.0
     again.save(out)
+    before = relevels.profile_sha(out)
     assert profile_main(["--device", "cpu", "--suites", "bert", "--out", str(out),
                          "--refit"]) == 0  # fmt: skip
     refit = Profile.load(out)
     assert {k: refit.fit[k] for k in constants} == fitted
+    assert refit.same_op_times_as() == [before]  # its re-levels still apply
     assert fitted["link"]["read_latency"] == calibration.READ_LATENCY_S
     assert "re-fitted to its stored steps" in capsys.readouterr().out
     del refit.fit["shared_host_measured"]

@@ -123,6 +123,32 @@ def test_a_relevel_of_another_profile_does_not_apply(setup):
     assert model.op_times(graph)[0, 0] == pytest.approx(1.01e-3)
 
 
+def test_a_relevel_of_the_profile_before_a_refit_still_applies(setup):
+    # `eagle-profile --refit` changes only the two-worker constants and names the file it
+    # replaced; a re-level (fitted to one-worker steps) of that file still applies
+    path, cluster, graph = setup
+    kept = _save(path)  # made for the file as it is now
+    profile = Profile.load(path)
+    profile.fit["same_op_times_as"] = [kept.profile_sha]
+    profile.fit["contention"] = 0.2
+    profile.save(path)
+    assert relevels.profile_sha(path) != kept.profile_sha
+    model = CostModel.default(cluster, [path])
+    assert "re-levelled" in model.provenance()["npu"]
+    assert model.op_times(graph)[0, 0] == pytest.approx(1.01e-3 * FACTORS["compute"])
+    given = CostModel.default(cluster, [path], relevel={"npu": kept})  # as a report kept it
+    assert given.relevels == {"npu": kept}
+    profile.fit["same_op_times_as"] = []  # new op times (--steps-only): it no longer applies
+    profile.save(path)
+    assert "re-levelled" not in CostModel.default(cluster, [path]).provenance()["npu"]
+    with pytest.raises(CostModelError, match="maps another profile"):
+        CostModel.default(cluster, [path], relevel={"npu": kept})
+    profile.fit["same_op_times_as"] = "abc"  # a profile is data: a bad entry, one line
+    profile.save(path)
+    with pytest.raises(CostModelError, match=r"fit\.same_op_times_as must be a list"):
+        CostModel.default(cluster, [path])
+
+
 def test_a_relevel_of_another_machine_of_the_same_name_does_not_apply(setup):
     # the lent H200 machine and this project's VMs are all called `vm`
     path, cluster, _ = setup
