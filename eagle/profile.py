@@ -572,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
             note = steal_warning(found.checks.get("steal"), "re-levelling", "re-level again")
             if note:
                 print(note, file=sys.stderr)
+            missed = found.step_miss_warning("re-level again before you validate")
+            if missed:
+                print(missed, file=sys.stderr)
             return 0
         if args.steps_only:
             return _remeasure_steps(device, names, out)

@@ -238,6 +238,10 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
     problem = _problem(args)
     name, variant = problem.suite, args.variant
     graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
+    for found in cost_model.relevels.values():  # before the minutes of measuring
+        missed = found.step_miss_warning("re-level again (eagle-profile --relevel) first")
+        if missed:
+            print(missed, file=sys.stderr)
     _, module, values = suites.program(name, variant)
     chosen, same_as = candidates(problem, args.n, args.seed, args.placements)
     if len(chosen) < args.n:

@@ -44,6 +44,7 @@ import numpy.typing as npt
 from simulator.devices import op_class
 from simulator.errors import CostModelError
 from simulator.files import InputTooLarge, parse_json, read_limited, write_atomic
+from simulator.graph import is_amount
 
 FORMAT = "eagle-relevel/1"
 FACTORS = ("compute", "memory", "small")
@@ -58,6 +59,14 @@ PRIOR_WEIGHT = 0.01
 # and the executor adds 12 us per op (the committed profile's `fit`), so below ~20 us a
 # kernel's time is mostly that, not its FLOPs or bytes.
 SMALL_S = 20e-6
+# Above this miss of the fitted factors on the re-level's own one-worker steps, the
+# machine's speed moved while it measured them (a suite at a slow minute), and the
+# factors carry that: on cpu2, 49 of the 50 re-levels kept in results/fidelity/ met
+# their own steps within 6.1%, but one missed BERT's by 12.6% (it ran 18.0 ms against
+# 10.9 ms seven minutes before) with implausible factors (x0.48 compute, x3.69 memory),
+# and the Inception-V3 report after it missed by 13.5% (results/fidelity/README.md, "The
+# split").
+STEP_MISS_WARNING = 0.08
 
 
 def relevel_dir() -> Path:
@@ -133,6 +142,36 @@ class Relevel:
     def overhead(self) -> float:
         """The factor of per-event software costs: op overheads, hand-offs."""
         return self.factors["small"]
+
+    def step_miss(self) -> tuple[str, float] | None:
+        """The suite whose one-worker step the factors miss most, and by how much
+        (predicted / measured - 1), from `checks`; None where none was stored."""
+        steps = self.checks.get("steps")  # a re-level file is data: skip what is not
+        misses = {}
+        for name, s in steps.items() if isinstance(steps, Mapping) else ():
+            if not isinstance(s, Mapping):
+                continue
+            measured: Any = s.get("one worker measured")
+            predicted: Any = s.get("one worker predicted")
+            if is_amount(measured) and is_amount(predicted) and measured > 0:
+                misses[str(name)] = float(predicted) / float(measured) - 1
+        if not misses:
+            return None
+        worst = max(misses, key=lambda k: abs(misses[k]))
+        return worst, misses[worst]
+
+    def step_miss_warning(self, again: str) -> str | None:
+        """A warning line if the factors miss the re-level's own steps by more than
+        `STEP_MISS_WARNING` (the machine's speed moved while it measured), else None."""
+        found = self.step_miss()
+        if found is None or abs(found[1]) <= STEP_MISS_WARNING:
+            return None
+        name, miss = found
+        return (
+            f"warning: the re-level of {self.date} misses its own one-worker step of {name} "
+            f"by {abs(miss):.0%}: the machine's speed moved while it measured, and its factors "
+            f"carry that; {again}"
+        )
 
     def describe(self) -> str:
         return f"re-levelled on {self.host} at {self.date}"

@@ -149,6 +149,26 @@ def test_a_relevel_of_the_profile_before_a_refit_still_applies(setup):
         CostModel.default(cluster, [path])
 
 
+def test_a_relevel_that_misses_its_own_steps_says_so():
+    def step(measured, predicted):
+        return {"one worker measured": measured, "one worker predicted": predicted}
+
+    def with_steps(steps):
+        return relevels.Relevel("h", "npu", "2026-12-06T02:55", "p", "s", FACTORS,
+                                checks={"steps": steps})  # fmt: skip
+
+    quiet = with_steps({"gnmt": step(0.025, 0.0262), "bert": step(0.0180, 0.0176)})
+    assert quiet.step_miss() == ("gnmt", pytest.approx(0.048))
+    assert quiet.step_miss_warning("again") is None  # 4.8%: within STEP_MISS_WARNING
+    moved = with_steps({"inception_v3": step(0.1523, 0.1642), "bert": step(0.0180, 0.01573)})
+    assert moved.step_miss() == ("bert", pytest.approx(0.01573 / 0.0180 - 1))
+    note = moved.step_miss_warning("re-level again")
+    assert note is not None and "of bert by 13%" in note and note.endswith("re-level again")
+    assert with_steps({}).step_miss() is None and with_steps({}).step_miss_warning("x") is None
+    assert with_steps("garbled").step_miss() is None  # a re-level file is data
+    assert with_steps({"bert": step("1", 0.1), "gnmt": [1]}).step_miss() is None
+
+
 def test_a_relevel_of_another_machine_of_the_same_name_does_not_apply(setup):
     # the lent H200 machine and this project's VMs are all called `vm`
     path, cluster, _ = setup
