@@ -342,9 +342,9 @@ def _refit(names: list[str], out: Path) -> int:
         raise CliError(f"--refit updates a profile; {out} does not exist")
     prof = Profile.load(out)
     graphs = {name: suites.load(name, "small") for name in names}
-    before = relevels.profile_sha(out)
+    before, earlier = relevels.profile_sha(out), prof.same_op_times_as()
     fit_two_workers(prof, stored_cases(prof, graphs))
-    earlier = prof.same_op_times_as()  # the op times stay: re-levels of the file still apply
+    # the op times stay: re-levels of the file it replaces still apply
     prof.fit["same_op_times_as"] = earlier + ([] if before in earlier else [before])
     prof.save(out)
     print(f"{out}: re-fitted to its stored steps; {_two_workers_line(prof.fit)}")

@@ -458,9 +458,9 @@ def level_drift(model: CostModel, suite: str, points: list[Point]) -> float | No
     "The reader pays"), so every prediction of that report came out ~15% slow."""
     single = next((p for p in points if p.label == "single:cpu0"), None)
     for found in model.relevels.values():
-        then = found.checks.get("steps", {}).get(suite, {}).get("one worker measured")
-        if single is not None and then:
-            return float(single.measured / then - 1.0)
+        then = found.one_worker_steps().get(suite)
+        if single is not None and then is not None:
+            return float(single.measured / then[0] - 1.0)
     return None
 
 

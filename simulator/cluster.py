@@ -20,8 +20,8 @@ extended there; `contention_waiting` defaults to `contention`). And its `wake_co
 nothing for `wake_after` or longer takes `wake_cost` longer (a worker that waited long
 computes slower for a while after; rule 1 as extended there). And its `split_slowdown`
 (a fraction) with `split_below` (seconds): an op whose time alone is under `split_below`
-takes it x (1 + `split_slowdown` x the share of the step's op time that the placement
-puts on the other devices of its host), all step long (rule 1 as extended there).
+takes it x (1 + `split_slowdown` x the share of its host's op time, alone, that the
+placement puts on the other devices of the host), all step long (rule 1 as extended there).
 Defaults: the device is alone on its host, contention 0, no wake-up cost, no split
 slowdown: DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
@@ -106,7 +106,7 @@ class Device:
     contention_waiting: float | None = None  # ... per other one waiting; None: `contention`
     wake_cost: float = 0.0  # seconds an op adds after its device idled `wake_after` or more
     wake_after: float = 0.0  # seconds
-    split_slowdown: float = 0.0  # slowdown of its small ops per unit of the step's op time
+    split_slowdown: float = 0.0  # slowdown of its small ops per unit of its host's op time
     split_below: float = 0.0  # ... on its host-mates; small: under these seconds alone
 
 
@@ -347,7 +347,7 @@ def _split(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     if not is_amount(slowdown):
         raise ClusterError(
             f"device {name!r} split_slowdown must be a non-negative fraction (0.1: its small "
-            f"ops run 10% longer per unit of the step its host-mates hold), got "
+            f"ops run 10% longer per unit of its host's op time on its host-mates), got "
             f"{short_repr(slowdown)}"
         )
     below = d.get("split_below", 0.0)

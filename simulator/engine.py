@@ -32,7 +32,8 @@ the other devices of its host), all step long (`split_slowdown` in the cluster f
 `cpu2` the small ops of an even split ran slower than any rule of the moment predicts
 (results/fidelity/README.md, "The split").
 And an op that reads an input from a copy takes the link's `read_latency` + the edge's
-bytes / its `read_bandwidth` longer (before any slowdown), once per such input: on a CPU
+bytes / its `read_bandwidth` longer (after the split slowdown, before the others),
+once per such input: on a CPU
 the copy lies in the other core's cache, and the reader's first touch misses there. On
 `cpu2` this read cost ordered the hand-off-heavy placements of BERT-small where one
 hand-off cost per copy could not (results/fidelity/README.md, "The reader pays").

@@ -161,11 +161,15 @@ class _Step:
         return i
 
     def fix_duration(self, i: int) -> None:
-        """Rule 1: an op runs alone on its device for the cost model's time. On a shared
-        host it slows by each host-mate running or waiting at its start, and it pays the
-        wake-up cost if its device has done nothing for long (`engine.py`'s extension)."""
+        """Rule 1: an op runs alone on its device for the cost model's time (split-slowed
+        if small, plus its reads of copies: `__init__`). On a shared host it slows by each
+        host-mate running or waiting at its start, and it pays the wake-up cost if its
+        device has done nothing for long (`engine.py`'s extension)."""
         d = self.place[i]
-        self.dur[i] *= 1.0 + sum(self.slowdown_from(o, d) for o in range(self.num_devices))
+        slowdown = 1.0
+        for o in range(self.num_devices):  # summed in device order, as the engine does
+            slowdown += self.slowdown_from(o, d)
+        self.dur[i] *= slowdown
         if self.contention[d][2] > 0 and self.t - self.last_finish(d) >= self.contention[d][3]:
             self.dur[i] += self.contention[d][2]
         self.op_end[i] = self.t + self.dur[i]

@@ -143,18 +143,30 @@ class Relevel:
         """The factor of per-event software costs: op overheads, hand-offs."""
         return self.factors["small"]
 
-    def step_miss(self) -> tuple[str, float] | None:
-        """The suite whose one-worker step the factors miss most, and by how much
-        (predicted / measured - 1), from `checks`; None where none was stored."""
-        steps = self.checks.get("steps")  # a re-level file is data: skip what is not
-        misses = {}
+    def one_worker_steps(self) -> dict[str, tuple[float, float | None]]:
+        """Each suite's one-worker step as the re-level measured it and as its factors then
+        predicted it (seconds; None if not stored), from `checks`; what is missing or not
+        a number is left out (a re-level file is data)."""
+        steps = self.checks.get("steps")
+        found: dict[str, tuple[float, float | None]] = {}
         for name, s in steps.items() if isinstance(steps, Mapping) else ():
             if not isinstance(s, Mapping):
                 continue
             measured: Any = s.get("one worker measured")
             predicted: Any = s.get("one worker predicted")
-            if is_amount(measured) and is_amount(predicted) and measured > 0:
-                misses[str(name)] = float(predicted) / float(measured) - 1
+            if is_amount(measured) and measured > 0:
+                found[str(name)] = (
+                    float(measured),
+                    float(predicted) if is_amount(predicted) else None,
+                )
+        return found
+
+    def step_miss(self) -> tuple[str, float] | None:
+        """The suite whose one-worker step the factors miss most, and by how much
+        (predicted / measured - 1); None where no step was stored with its prediction."""
+        misses = {
+            name: p / m - 1 for name, (m, p) in self.one_worker_steps().items() if p is not None
+        }
         if not misses:
             return None
         worst = max(misses, key=lambda k: abs(misses[k]))

@@ -219,3 +219,6 @@ def test_level_drift_compares_the_one_worker_step_with_the_relevels(setup):
     assert level_drift(model, "gnmt", points) is None  # not a suite it measured
     assert level_drift(model, "bert", points[1:]) is None  # no one-worker step here
     assert level_drift(CostModel.default(cluster, [path], relevel=False), "bert", points) is None
+    for garbled in ("steps", {"bert": [0.01]}, {"bert": {"one worker measured": "fast"}}):
+        relevels.Relevel(**{**found.__dict__, "checks": {"steps": garbled}}).save()
+        assert level_drift(CostModel.default(cluster, [path]), "bert", points) is None

@@ -59,10 +59,11 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
         for d in range(num_devices)
         if s != d
     ]
-    contention = draw(st.sampled_from([0.0, 0.5, 1.0]))  # some devices share a host
+    contention = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]))  # some devices share a host
     waiting = draw(st.sampled_from([None, 0.0, 0.25]))  # a waiting host-mate counts less
     wake_cost, wake_after = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.0), (1.0, 0.5)]))
-    split, below = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.5), (1.0, 3.0)]))  # small ops
+    splits = st.sampled_from([(0.0, 0.0), (0.1, 1.5), (0.5, 1.5), (1.0, 3.0)])  # small ops
+    split = [draw(splits) for _ in range(num_devices)]  # each device its own
     cluster = Cluster.from_dict(
         {
             "devices": [
@@ -75,8 +76,8 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
                     "contention_waiting": waiting,
                     "wake_cost": wake_cost,
                     "wake_after": wake_after,
-                    "split_slowdown": split,
-                    "split_below": below,
+                    "split_slowdown": split[i][0],
+                    "split_below": split[i][1],
                 }
                 for i in range(num_devices)
             ],
