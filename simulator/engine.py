@@ -32,11 +32,11 @@ the other devices of its host), all step long (`split_slowdown` in the cluster f
 `cpu2` the small ops of an even split ran slower than any rule of the moment predicts
 (results/fidelity/README.md, "The split").
 And an op that reads an input from a copy takes the link's `read_latency` + the edge's
-bytes / its `read_bandwidth` longer (after the split slowdown, before the others),
-once per such input: on a CPU
-the copy lies in the other core's cache, and the reader's first touch misses there. On
-`cpu2` this read cost ordered the hand-off-heavy placements of BERT-small where one
-hand-off cost per copy could not (results/fidelity/README.md, "The reader pays").
+bytes / its `read_bandwidth` longer (after the split slowdown, before the others), once
+per such input: on a CPU the copy lies in the other core's cache, and the reader's first
+touch misses there. On `cpu2` this read cost ordered the hand-off-heavy placements of
+BERT-small where one hand-off cost per copy could not (results/fidelity/README.md, "The
+reader pays").
 `reference.py` implements the same rules plainly; tests require both to agree exactly.
 
 Speed (see README, Benchmarks): graph arrays are converted to the kernel's types once per

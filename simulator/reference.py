@@ -139,8 +139,8 @@ class _Step:
                     if o != d:
                         on_mates += work[o]
             slowdown = self.contention[d][4]
-            share = on_mates / on_host if on_host > 0 else 0.0
-            factors.append(1.0 + slowdown * share if slowdown > 0 and on_host > 0 else 1.0)
+            on = slowdown > 0 and on_host > 0
+            factors.append(1.0 + slowdown * (on_mates / on_host) if on else 1.0)
         return factors
 
     # ---- rules 1-3: starting work ----------------------------------------------------
