@@ -3,10 +3,11 @@
 The read cost (`simulator/hardware/calibration.py`, READ_LATENCY_S) is fixed, not fitted:
 the calibration steps cannot tell it from the hand-off latency and the contention. For
 each read cost here, this re-fits the other four constants to the steps the shipped
-profile keeps (as `eagle-profile --refit` does, the split slowdown held as shipped), then prices every report of the pool
-with them (`what_if.py`'s two-worker simulator, the engine's rules) and prints the
-calibration's rms miss and the pooled Kendall tau per suite, the profile as measured
-(`eagle-validate --pool ... --as-measured`). About 25 s a line:
+profile keeps (as `eagle-profile --refit` does, the split slowdown held as shipped),
+then prices every report of the pool with them (`what_if.py`'s two-worker simulator,
+the engine's rules) and prints the calibration's rms miss and the pooled Kendall tau per
+suite, the profile as measured (`eagle-validate --pool ... --as-measured`). About 25 s a
+line:
 
     PYTHONPATH=. .venv/bin/python results/fidelity/read_cost.py \\
         results/fidelity/seeding-2026-12-04* results/fidelity/fresh-2026-12-05* \\
