@@ -17,7 +17,8 @@ constants it gives the engine's step times.
 
 It prices every report of the pool with the shipped model, the one shipped before the
 split slowdown (`BEFORE`), `BALANCE` (the split slowdown on `BEFORE`'s constants, the
-candidate of results/fidelity/README.md, "The split") and `OP_LEVEL`, and prints the
+candidate of results/fidelity/README.md, "The split"), `SPLIT15` (the candidate of "The
+eleventh set") and `OP_LEVEL`, and prints the
 pooled Kendall tau of each, then each set's. A model replaces the shipped one only if,
 pooled, it ranks each suite at least as well ("The fifth set"). Seconds:
 
@@ -75,6 +76,11 @@ OP_LEVEL = Host(3.8e-6, 1 / 0.06e-9, 0.8e-6, float("inf"), 0.03, 0.0, 2e-6, 2e-6
 # BEFORE's constants plus the split slowdown, not re-fitted: the candidate decided before
 # the tenth set ("The split"); it ranked BERT best, the re-fit shipped by the rule.
 BALANCE = replace(BEFORE, balance=0.1)
+# The split slowdown at 0.15, the four constants re-fitted from the shipped profile
+# (`fit_two_workers(..., split_slowdown=0.15)`): the candidate decided before the
+# eleventh set (results/fidelity/README.md, "The eleventh set").
+SPLIT15 = Host(1.875e-6, 24.9e9, 0.8e-6, float("inf"), 0.18125, 0.015625, 15.625e-6, 0.3e-3,
+               balance=0.15)  # fmt: skip
 
 
 def step_time(graph: OpGraph, times: np.ndarray, place: np.ndarray, host: Host) -> float:
@@ -203,6 +209,7 @@ def main() -> None:
                 ("before", BEFORE),
                 ("op-level", OP_LEVEL),
                 ("balance", BALANCE),
+                ("split15", SPLIT15),
             )
         }
         for k, place in placements.items():
