@@ -280,7 +280,7 @@ READ_LATENCY_S = 0.8e-6
 # `split_below`): an op under 10 us alone takes it x (1 + 0.15 x the share of the step's
 # op time on the other worker). Fixed like the read cost, and chosen by rules decided
 # before measuring new reports: first 0.1, the calibration steps' best with the other
-# four constants held as fitted without it; then 0.15, with the four re-fitted from 0.1's
+# four constants held as fitted without it; then 0.15, the four re-fitted with it
 # (results/fidelity/README.md, "The split", "The eleventh set"). Those four miss the
 # calibration steps by 1.1 / 1.4 / 1.7% rms and rank eleven sets of reports pooled at
 # 0.93 / 0.91 / 0.82 (Inception-V3 / GNMT / BERT), against 0.93 / 0.91 / 0.75 at 0.1 and
