@@ -24,7 +24,11 @@ pooled, it ranks each suite at least as well ("The fifth set"). Seconds:
 
     PYTHONPATH=. .venv/bin/python results/fidelity/what_if.py \
         results/fidelity/seeding-2026-12-04* results/fidelity/fresh-2026-12-05* \
-        results/fidelity/xeon-2026-12-0[56]*
+        results/fidelity/xeon-2026-12-05* results/fidelity/xeon-2026-12-06 \
+        results/fidelity/xeon-2026-12-06b results/fidelity/xeon-2026-12-06c
+
+(the eleven sets of "The eleventh set"; `xeon-2026-12-0[56]*` adds GNMT's two reports
+`xeon-2026-12-06d` and `-06e`, with which GNMT pools at 0.94).
 """
 
 from __future__ import annotations
