@@ -305,7 +305,9 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
     """The shared host's fitted constants, and where they take effect: the simulator
     reads them from a cluster's devices and link, not from the profile, so a re-measured
     profile changes nothing until they are copied there (cpu2's: tests/test_cluster.py
-    checks they agree with the shipped profile)."""
+    checks they agree with the shipped profile). The copy bandwidth goes with them: the
+    fit priced copies at it, and its coarse grid lands on other constants for a 0.2%
+    change (results/fidelity/README.md, "The eleventh set")."""
     rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
     link = fit["link"]
     read_bandwidth = link.get("read_bandwidth")  # absent: reading costs nothing per byte
@@ -316,7 +318,7 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
         f"{fit['contention_waiting']:g}, wake_cost: {fit.get('wake_cost', 0.0):g}, "
         f"wake_after: {fit.get('wake_after', WAKE_AFTER_S):g}, split_slowdown: "
         f"{fit.get('split_slowdown', 0.0):g}, split_below: {fit.get('split_below', 0.0):g} "
-        f"on each worker and latency: "
+        f"on each worker and bandwidth: {link['bandwidth']:g}, latency: "
         f"{link['latency']:g}, read_latency: {link.get('read_latency', 0.0):g}{read_key} "
         "on the link"
     )
