@@ -314,53 +314,51 @@ def _positive(value: Any, what: str) -> float:
     return float(value)
 
 
-def _fraction(value: Any, name: str, key: str, doing: str) -> float:
+# what a contention fraction means, for its error message
+_PER_MATE = "0.1: its ops run 10%% longer per other device of its host %s"
+
+
+def _fraction(value: Any, name: str, key: str, example: str) -> float:
     if not is_amount(value):
         raise ClusterError(
-            f"device {name!r} {key} must be a non-negative fraction (0.1: its ops run 10% "
-            f"longer per other device of its host {doing}), got {short_repr(value)}"
+            f"device {name!r} {key} must be a non-negative fraction ({example}), got "
+            f"{short_repr(value)}"
+        )
+    return float(value)
+
+
+def _seconds(value: Any, name: str, key: str) -> float:
+    if not is_amount(value):
+        raise ClusterError(
+            f"device {name!r} {key} must be non-negative seconds, got {short_repr(value)}"
         )
     return float(value)
 
 
 def _wake(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     """A device's (wake_cost, wake_after), seconds; a cost needs the idle time it follows."""
-    values = []
-    for key in ("wake_cost", "wake_after"):
-        value = d.get(key, 0.0)
-        if not is_amount(value):
-            raise ClusterError(
-                f"device {name!r} {key} must be non-negative seconds, got {short_repr(value)}"
-            )
-        values.append(float(value))
-    if values[0] > 0 and values[1] == 0:
+    cost = _seconds(d.get("wake_cost", 0.0), name, "wake_cost")
+    after = _seconds(d.get("wake_after", 0.0), name, "wake_after")
+    if cost > 0 and after == 0:
         raise ClusterError(
             f"device {name!r} has a wake_cost but no wake_after: say after how many seconds "
             "without work an op pays it (e.g. wake_after: 0.3e-3)"
         )
-    return values[0], values[1]
+    return cost, after
 
 
 def _split(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     """A device's (split_slowdown, split_below); a slowdown needs the op size it applies to."""
-    slowdown = d.get("split_slowdown", 0.0)
-    if not is_amount(slowdown):
-        raise ClusterError(
-            f"device {name!r} split_slowdown must be a non-negative fraction (0.1: its small "
-            f"ops run 10% longer per unit of its host's op time on its host-mates), got "
-            f"{short_repr(slowdown)}"
-        )
-    below = d.get("split_below", 0.0)
-    if not is_amount(below):
-        raise ClusterError(
-            f"device {name!r} split_below must be non-negative seconds, got {short_repr(below)}"
-        )
+    slowdown = _fraction(d.get("split_slowdown", 0.0), name, "split_slowdown",
+                         "0.1: its small ops run 10% longer per unit of its host's op time "
+                         "on its host-mates")  # fmt: skip
+    below = _seconds(d.get("split_below", 0.0), name, "split_below")
     if slowdown > 0 and below == 0:
         raise ClusterError(
             f"device {name!r} has a split_slowdown but no split_below: say under how many "
             "seconds alone an op pays it (e.g. split_below: 10e-6)"
         )
-    return float(slowdown), float(below)
+    return slowdown, below
 
 
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
@@ -374,10 +372,12 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         if any(x.name == name for x in devices):
             raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
         memory = _positive(d["memory"], f"device {name!r} memory")
-        contention = _fraction(d.get("contention", 0.0), name, "contention", "running")
+        contention = _fraction(d.get("contention", 0.0), name, "contention", _PER_MATE % "running")
         waiting = d.get("contention_waiting")
         if waiting is not None:
-            waiting = _fraction(waiting, name, "contention_waiting", "waiting for an input")
+            waiting = _fraction(
+                waiting, name, "contention_waiting", _PER_MATE % "waiting for an input"
+            )
         host = _name(d.get("host") or "", f"device {name!r}: 'host'")
         dev_type = _name(d["type"], f"device {name!r}: 'type'")
         wake_cost, wake_after = _wake(d, name)
