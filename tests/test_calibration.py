@@ -61,7 +61,7 @@ def test_link_fit_is_exact_on_alpha_beta_data():
 def test_shared_host_fit_recovers_known_constants():
     from simulator import Cluster, CostModel, simulate
     from simulator.devices import DATASHEET
-    from simulator.hardware.calibration import SharedHostCase, fit_shared_host
+    from simulator.hardware.calibration import SharedHostCase, calibration_rms, fit_shared_host
     from simulator.placement import dealt_in_chunks
     from simulator.random_graphs import random_graph
 
@@ -93,3 +93,5 @@ def test_shared_host_fit_recovers_known_constants():
     assert fit.latency == pytest.approx(7.5e-6, abs=0.5e-6)
     assert fit.wake_cost == pytest.approx(30e-6, abs=2e-6)
     assert max(fit.rms.values()) < 0.002
+    # the true constants miss nothing but the level, which is not counted
+    assert calibration_rms(cases, truth) == pytest.approx({"g1": 0.0, "g2": 0.0}, abs=1e-9)

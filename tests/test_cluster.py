@@ -95,6 +95,7 @@ def test_cpu2_is_two_cpu_workers():
     assert c.contention[:, 4:].ravel().tolist() == pytest.approx(split * 2)
     fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
+    assert c.read_latency[1, 0] == pytest.approx(fit["read_latency"], abs=0.05e-6)
     # exactly the fit's: the constants above were fitted with copies priced at it
     assert c.bandwidth[0, 1] == pytest.approx(fit["bandwidth"], rel=1e-6)
     assert c.by_sender[0, 1] and c.by_sender[1, 0] and not c.by_sender[0, 0]

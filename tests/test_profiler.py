@@ -142,7 +142,9 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     refit = Profile.load(out)
     assert {k: refit.fit[k] for k in constants} == fitted
     assert refit.same_op_times_as() == [before]  # its re-levels still apply
-    assert fitted["link"]["read_latency"] == calibration.READ_LATENCY_S
+    # the two constants the reports chose replace the fitted ones
+    assert fitted["link"]["read_latency"] == calibration.POOLED_READ_LATENCY_S
+    assert fitted["contention_waiting"] == calibration.POOLED_CONTENTION_WAITING
     assert "re-fitted to its stored steps" in capsys.readouterr().out
     del refit.fit["shared_host_measured"]
     refit.save(out)

@@ -54,7 +54,7 @@ def main() -> None:
     print("read cost | contention run / wait | hand-off | wake | calibration rms | pooled tau")
     for latency, bandwidth in READ_COSTS:
         prof = copy.deepcopy(shipped)
-        fit_two_workers(prof, stored_cases(prof, graphs), latency, bandwidth)
+        fit_two_workers(prof, stored_cases(prof, graphs), latency, bandwidth, pooled=False)
         f = prof.fit
         host = Host(f["link"]["latency"], f["link"]["bandwidth"], latency, bandwidth,
                     f["contention"], f["contention_waiting"], f["wake_cost"],
