@@ -26,9 +26,9 @@ pooled, it ranks each suite at least as well ("The fifth set"). About a minute:
         results/fidelity/seeding-2026-12-04* results/fidelity/fresh-2026-12-05* \
         results/fidelity/xeon-2026-12-05* results/fidelity/xeon-2026-12-06 \
         results/fidelity/xeon-2026-12-06b results/fidelity/xeon-2026-12-06c \
-        results/fidelity/epyc-2026-12-06
+        results/fidelity/epyc-2026-12-06*
 
-(the twelve sets of "The twelfth set"; `xeon-2026-12-06d` and `-06e` add two GNMT
+(the thirteen sets of "The thirteenth set"; `xeon-2026-12-06d` and `-06e` add two GNMT
 reports of "The eleventh set").
 """
 

@@ -302,7 +302,8 @@ SPLIT_BELOW_S = 10e-6
 # twelfth set (results/fidelity/README.md, "The twelfth set"): pooled over twelve sets
 # they rank 0.897 / 0.94 / 0.87 (Inception-V3 / GNMT / BERT), against 0.897 / 0.93 / 0.84
 # as fitted; on the twelfth alone 0.68 / 0.88 / 0.80 against 0.68 / 0.82 / 0.77. They miss
-# the calibration steps by 1.3 / 2.3 / 1.5% rms, against 1.1 / 1.4 / 1.7% as fitted.
+# the calibration steps by 1.3 / 2.3 / 1.5% rms, against 1.1 / 1.4 / 1.7% as fitted. The
+# thirteenth set kept them against the read cost alone ("The thirteenth set").
 POOLED_READ_LATENCY_S = 1.5e-6
 POOLED_CONTENTION_WAITING = 0.02
 
