@@ -302,12 +302,13 @@ def _record_in_step_times(
 
 
 def _two_workers_line(fit: dict[str, Any]) -> str:
-    """The shared host's fitted constants, and where they take effect: the simulator
-    reads them from a cluster's devices and link, not from the profile, so a re-measured
-    profile changes nothing until they are copied there (cpu2's: tests/test_cluster.py
-    checks they agree with the shipped profile). The copy bandwidth goes with them: the
-    fit priced copies at it, and its coarse grid lands on other constants for a 0.2%
-    change (results/fidelity/README.md, "The eleventh set")."""
+    """The shared host's constants (fitted, but for the read cost and the contention while
+    waiting, which the reports set after the fit: calibration.POOLED_*), and where they
+    take effect: the simulator reads them from a cluster's devices and link, not from
+    the profile, so a re-measured profile changes nothing until they are copied there
+    (cpu2's: tests/test_cluster.py checks they agree with the shipped profile). The copy
+    bandwidth goes with them: the fit priced copies at it, and its coarse grid lands on
+    other constants for a 0.2% change (results/fidelity/README.md, "The eleventh set")."""
     rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
     link = fit["link"]
     read_bandwidth = link.get("read_bandwidth")  # absent: reading costs nothing per byte
