@@ -303,20 +303,26 @@ def _record_in_step_times(
 
 def _two_workers_line(fit: dict[str, Any]) -> str:
     """The shared host's constants (fitted, but for the read cost and the contention while
-    waiting, which the reports set after the fit: calibration.POOLED_*), and where they
-    take effect: the simulator reads them from a cluster's devices and link, not from
-    the profile, so a re-measured profile changes nothing until they are copied there
-    (cpu2's: tests/test_cluster.py checks they agree with the shipped profile). The copy
+    waiting of all but the large ops, which the reports set after the fit:
+    calibration.POOLED_*), and where they take effect: the simulator reads them from a
+    cluster's devices and link, not from the profile, so a re-measured profile changes
+    nothing until they are copied there (cpu2's: tests/test_cluster.py checks they agree
+    with the shipped profile). The copy
     bandwidth goes with them: the fit priced copies at it, and its coarse grid lands on
     other constants for a 0.2% change (results/fidelity/README.md, "The eleventh set")."""
     rms = ", ".join(f"{k} {v:.1%}" for k, v in fit["shared_host_rms"].items())
     link = fit["link"]
+    large = fit.get("contention_waiting_large")  # absent: every op pays contention_waiting
+    large_key = large_text = ""
+    if large is not None:
+        large_key = f", contention_waiting_large: {large:g}, large_from: {fit['large_from']:g}"
+        large_text = f" ({large:.1%} for ops of {fit['large_from'] * 1e6:.0f} us or more)"
     read_bandwidth = link.get("read_bandwidth")  # absent: reading costs nothing per byte
     per_byte = "" if read_bandwidth is None else f" + bytes / {read_bandwidth / 1e9:.1f} GB/s"
     read_key = "" if read_bandwidth is None else f", read_bandwidth: {read_bandwidth:g}"
     cluster = (
         f"contention: {fit['contention']:g}, contention_waiting: "
-        f"{fit['contention_waiting']:g}, wake_cost: {fit.get('wake_cost', 0.0):g}, "
+        f"{fit['contention_waiting']:g}{large_key}, wake_cost: {fit.get('wake_cost', 0.0):g}, "
         f"wake_after: {fit.get('wake_after', WAKE_AFTER_S):g}, split_slowdown: "
         f"{fit.get('split_slowdown', 0.0):g}, split_below: {fit.get('split_below', 0.0):g} "
         f"on each worker and bandwidth: {link['bandwidth']:g}, latency: "
@@ -325,7 +331,7 @@ def _two_workers_line(fit: dict[str, Any]) -> str:
     )
     return (
         f"a second worker: ops {fit['contention']:.1%} slower while it runs an op, "
-        f"{fit['contention_waiting']:.1%} while it waits; an op after a wait of "
+        f"{fit['contention_waiting']:.1%} while it waits{large_text}; an op after a wait of "
         f"{fit.get('wake_after', WAKE_AFTER_S) * 1e3:.1f} ms or more "
         f"{fit.get('wake_cost', 0.0) * 1e6:.1f} us longer; ops under "
         f"{fit.get('split_below', 0.0) * 1e6:.0f} us {fit.get('split_slowdown', 0.0):.0%} "

@@ -15,7 +15,9 @@ A device may name its `host`, its `contention` and its `contention_waiting`: dev
 one host share its caches and memory, so an op slows by `contention` (a fraction) for
 each other device of its host running an op when it starts, and by `contention_waiting`
 for each one waiting for an input with ops still to run (`simulator.engine`, rule 1 as
-extended there; `contention_waiting` defaults to `contention`). And its `wake_cost`
+extended there; `contention_waiting` defaults to `contention`), or by
+`contention_waiting_large` instead for an op whose time alone is `large_from` (seconds)
+or more (default: `contention_waiting` for every op). And its `wake_cost`
 (seconds) with `wake_after` (seconds): an op that starts after its device has finished
 nothing for `wake_after` or longer takes `wake_cost` longer (a worker that waited long
 computes slower for a while after; rule 1 as extended there). And its `split_slowdown`
@@ -108,6 +110,8 @@ class Device:
     wake_after: float = 0.0  # seconds
     split_slowdown: float = 0.0  # slowdown of its small ops per unit of its host's op time
     split_below: float = 0.0  # ... on its host-mates; small: under these seconds alone
+    contention_waiting_large: float | None = None  # ... for ops of `large_from` or more
+    large_from: float = float("inf")  # seconds alone
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,22 +231,18 @@ class Cluster:
 
     @cached_property
     def contention(self) -> FloatArray:
-        """[D, 6] op slowdown per other device of the host running an op or copy (column
+        """[D, 8] op slowdown per other device of the host running an op or copy (column
         0) and per other one waiting for an input with ops still to run (column 1); the
         wake-up cost in seconds (column 2) and the idle time after which it applies (3);
-        the split slowdown (4) and the time alone under which an op pays it (5)."""
-        rates = [
-            (
-                d.contention,
-                d.contention if d.contention_waiting is None else d.contention_waiting,
-                d.wake_cost,
-                d.wake_after,
-                d.split_slowdown,
-                d.split_below,
-            )
-            for d in self.devices
-        ]
-        contention = np.array(rates, dtype=np.float64).reshape(-1, 6)
+        the split slowdown (4) and the time alone under which an op pays it (5); the
+        slowdown per waiting one of an op whose time alone is column 7 or more (6)."""
+        rates = []
+        for d in self.devices:
+            waiting = d.contention if d.contention_waiting is None else d.contention_waiting
+            large = waiting if d.contention_waiting_large is None else d.contention_waiting_large
+            rates.append((d.contention, waiting, d.wake_cost, d.wake_after, d.split_slowdown,
+                          d.split_below, large, d.large_from))  # fmt: skip
+        contention = np.array(rates, dtype=np.float64).reshape(-1, 8)
         contention.setflags(write=False)
         return contention
 
@@ -258,7 +258,8 @@ class Cluster:
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, d in enumerate(self.devices):
             key = (d.type, d.memory, d.contention, d.contention_waiting, d.wake_cost,
-                   d.wake_after, d.split_slowdown, d.split_below)  # fmt: skip
+                   d.wake_after, d.split_slowdown, d.split_below, d.contention_waiting_large,
+                   d.large_from)  # fmt: skip
             groups.setdefault(key, []).append(i)
         perm = np.arange(self.num_devices)
         for members in groups.values():
@@ -361,6 +362,22 @@ def _split(d: Mapping[str, Any], name: str) -> tuple[float, float]:
     return slowdown, below
 
 
+def _large(d: Mapping[str, Any], name: str) -> tuple[float | None, float]:
+    """A device's (contention_waiting_large, large_from); the rate needs the op size it
+    applies from."""
+    rate = d.get("contention_waiting_large")
+    if rate is None:
+        return None, float("inf")
+    rate = _fraction(rate, name, "contention_waiting_large",
+                     _PER_MATE % "waiting for an input, for its large ops")  # fmt: skip
+    if "large_from" not in d:
+        raise ClusterError(
+            f"device {name!r} has a contention_waiting_large but no large_from: say from "
+            "how many seconds alone an op pays it (e.g. large_from: 100e-6)"
+        )
+    return rate, _seconds(d["large_from"], name, "large_from")
+
+
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
     if not isinstance(raw, list) or not raw:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
@@ -382,8 +399,9 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         dev_type = _name(d["type"], f"device {name!r}: 'type'")
         wake_cost, wake_after = _wake(d, name)
         split, below = _split(d, name)
+        large, large_from = _large(d, name)
         devices.append(Device(name, dev_type, memory, host, contention, waiting, wake_cost,
-                              wake_after, split, below))  # fmt: skip
+                              wake_after, split, below, large, large_from))  # fmt: skip
     return tuple(devices)
 
 

@@ -18,7 +18,8 @@ Extension of rule 1 for devices that share a host (`host`, `contention` and
 `contention_waiting` in the cluster file) or wake up slowly (`wake_cost`, `wake_after`):
 an op takes its time x (1 + contention x the number of other devices of its host
 running an op or a copy of their own + contention_waiting x the number waiting for an
-input with ops yet to start), counted once every start of its instant is made, plus
+input with ops yet to start, or x `contention_waiting_large` for an op of `large_from`
+or more alone), counted once every start of its instant is made, plus
 `wake_cost` if its device has finished nothing (no op, no copy of its own) for
 `wake_after` or longer, counted from the step's start. Its duration is fixed when it
 starts. The executor's CPU workers spin while they wait for an input, and a spinning
@@ -187,9 +188,10 @@ def _simulate_kernel(
     read_bandwidth: Any,  # [D, D] bytes/s at which it reads them
     by_sender: Any,  # [D, D] bool: the sending device does the copy itself
     host: Any,  # [D] uint32 host of each device
-    contention: Any,  # [D, 6] slowdown of a device's ops per other device of its host
+    contention: Any,  # [D, 8] slowdown of a device's ops per other device of its host
     # running (column 0) or waiting for an input (column 1); wake-up cost, and after (2, 3);
-    # split slowdown, and the time alone under which an op pays it (4, 5)
+    # split slowdown, and the time alone under which an op pays it (4, 5); the slowdown
+    # per waiting one of an op whose time alone is column 7 or more (6, 7)
     ws_u_e: Any,  # workspace (see _workspace): [4, num_edges] uint32
     ws_i_e: Any,  # [2, num_edges] int32
     ws_f_e: Any,  # [4, num_edges] float64
@@ -367,14 +369,15 @@ def _simulate_kernel(
             d = started[s]
             op = running[d]
             duration = op_time[op]
-            if contention[d, 0] != 0.0 or contention[d, 1] != 0.0:  # else a slowdown of 1
+            if contention[d, 0] != 0.0 or contention[d, 1] != 0.0 or contention[d, 6] != 0.0:
                 slowdown = 1.0
                 for o in range(D):
                     if o != d and host[o] == host[d]:
                         if running[o] != n:
                             slowdown += contention[d, 0]
                         elif unstarted[o] > _0:
-                            slowdown += contention[d, 1]
+                            large = times[op, d] >= contention[d, 7]
+                            slowdown += contention[d, 6] if large else contention[d, 1]
                 duration *= slowdown
             if contention[d, 2] > 0.0 and t - last_end[d] >= contention[d, 3]:
                 duration += contention[d, 2]  # it waited long: the wake-up cost

@@ -84,7 +84,7 @@ class _Step:
         self.num_devices = D = cluster.num_devices
         times = cost_model.op_times(graph, cluster)
         self.host, self.contention = cluster.host_index.tolist(), cluster.contention.tolist()
-        alone = [float(times[i, place[i]]) for i in range(n)]
+        self.alone = alone = [float(times[i, place[i]]) for i in range(n)]
         factor = self.split_factors(alone)
         self.dur = [  # alone, or split-slowed if small; contention comes at the start
             t * factor[place[i]] if t < self.contention[place[i]][5] else t
@@ -168,7 +168,7 @@ class _Step:
         d = self.place[i]
         slowdown = 1.0
         for o in range(self.num_devices):  # summed in device order, as the engine does
-            slowdown += self.slowdown_from(o, d)
+            slowdown += self.slowdown_from(o, d, self.alone[i])
         self.dur[i] *= slowdown
         if self.contention[d][2] > 0 and self.t - self.last_finish(d) >= self.contention[d][3]:
             self.dur[i] += self.contention[d][2]
@@ -331,15 +331,17 @@ class _Step:
         latency, bandwidth = self.cost_model.link_latency, self.cost_model.link_bandwidth
         return float(latency[src, dst] + self.copy_bytes[k] / bandwidth[src, dst])
 
-    def slowdown_from(self, o: int, d: int) -> float:
-        """What host-mate `o` adds to an op of `d`: running an op or a copy of its own,
-        or waiting with ops yet to start; nothing once it is done or on another host."""
+    def slowdown_from(self, o: int, d: int, alone: float) -> float:
+        """What host-mate `o` adds to an op of `d` that takes `alone` seconds alone:
+        running an op or a copy of its own, or waiting with ops yet to start (the large
+        ops' rate from `large_from` on); nothing once it is done or on another host."""
         if o == d or self.host[o] != self.host[d]:
             return 0.0
         if self.running[o] is not None:
             return float(self.contention[d][0])
         if any(self.op_start[j] is None for j in self.ops_on[o]):
-            return float(self.contention[d][1])
+            large = alone >= self.contention[d][7]
+            return float(self.contention[d][6] if large else self.contention[d][1])
         return 0.0
 
     def last_finish(self, d: int) -> float:

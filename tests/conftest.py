@@ -42,6 +42,7 @@ def unit_cluster(
     wake_after: Any = 0.0,
     split_slowdown: Any = 0.0,
     split_below: Any = 0.0,
+    large: dict[str, Any] | None = None,
     pairs: list[dict[str, Any]] | None = None,
     **links: Any,
 ) -> Cluster:
@@ -62,6 +63,7 @@ def unit_cluster(
                     "wake_after": wake_after,
                     "split_slowdown": split_slowdown,
                     "split_below": split_below,
+                    **(large or {}),
                 }
                 for i in range(num_devices)
             ],

@@ -92,7 +92,9 @@ def test_cpu2_is_two_cpu_workers():
     wake = fit.get("wake_cost", 0.0)  # a profile fitted before the wake-up cost has none
     assert c.contention[:, 2].tolist() == pytest.approx([wake] * 2, abs=0.05e-6)
     split = [fit.get("split_slowdown", 0.0), fit.get("split_below", 0.0)]
-    assert c.contention[:, 4:].ravel().tolist() == pytest.approx(split * 2)
+    assert c.contention[:, 4:6].ravel().tolist() == pytest.approx(split * 2)
+    large = [fit.get("contention_waiting_large", rates[1]), fit.get("large_from", np.inf)]
+    assert c.contention[:, 6:].ravel().tolist() == pytest.approx(large * 2, abs=0.0005)
     fit = fit["link"]
     assert c.latency[1, 0] == pytest.approx(fit["latency"], abs=0.05e-6)
     assert c.read_latency[1, 0] == pytest.approx(fit["read_latency"], abs=0.05e-6)

@@ -132,7 +132,8 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     printed = capsys.readouterr().out
     assert "in-step op times of bert re-measured" in printed and "a second worker" in printed
     # re-fit the steps the profile keeps, measuring nothing: the fit it had
-    constants = ("contention", "contention_waiting", "wake_cost", "link")
+    constants = ("contention", "contention_waiting", "contention_waiting_large", "large_from",
+                 "wake_cost", "link")  # fmt: skip
     fitted = {k: again.fit[k] for k in constants}
     again.fit["contention"] = again.fit["wake_cost"] = -1.0
     again.save(out)
@@ -145,6 +146,8 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     # the two constants the reports chose replace the fitted ones
     assert fitted["link"]["read_latency"] == calibration.POOLED_READ_LATENCY_S
     assert fitted["contention_waiting"] == calibration.POOLED_CONTENTION_WAITING
+    assert fitted["large_from"] == calibration.POOLED_LARGE_FROM_S  # the fitted rate there
+    assert fitted["contention_waiting_large"] >= 0
     assert "re-fitted to its stored steps" in capsys.readouterr().out
     del refit.fit["shared_host_measured"]
     refit.save(out)

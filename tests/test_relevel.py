@@ -4,6 +4,7 @@ applies the factors, by hand, and when it does not."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -216,6 +217,9 @@ def test_level_drift_compares_the_one_worker_step_with_the_relevels(setup):
     found.save()
     model = CostModel.default(cluster, [path])
     assert level_drift(model, "bert", points) == pytest.approx(0.15)  # 15% slower now
+    # with its steps: their fastest (as the re-level measures), not the paired level
+    steps = replace(points[0], times=(0.0125, 0.0120, 0.0140))
+    assert level_drift(model, "bert", [steps, points[1]]) == pytest.approx(0.20)
     assert level_drift(model, "gnmt", points) is None  # not a suite it measured
     assert level_drift(model, "bert", points[1:]) is None  # no one-worker step here
     assert level_drift(CostModel.default(cluster, [path], relevel=False), "bert", points) is None

@@ -64,6 +64,8 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
     wake_cost, wake_after = draw(st.sampled_from([(0.0, 0.0), (0.5, 1.0), (1.0, 0.5)]))
     splits = st.sampled_from([(0.0, 0.0), (0.1, 1.5), (0.5, 1.5), (1.0, 3.0)])  # small ops
     split = [draw(splits) for _ in range(num_devices)]  # each device its own
+    larges = st.sampled_from([{}, {"contention_waiting_large": 0.75, "large_from": 1.5}])
+    large = [draw(larges) for _ in range(num_devices)]  # large ops' rate while one waits
     cluster = Cluster.from_dict(
         {
             "devices": [
@@ -78,6 +80,7 @@ def cases(draw: st.DrawFn) -> tuple[OpGraph, np.ndarray, Cluster]:
                     "wake_after": wake_after,
                     "split_slowdown": split[i][0],
                     "split_below": split[i][1],
+                    **large[i],
                 }
                 for i in range(num_devices)
             ],

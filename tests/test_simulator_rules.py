@@ -341,6 +341,43 @@ def test_a_waiting_host_mate_slows_ops_by_contention_waiting(sim):
 
 
 @pytest.mark.parametrize("sim", SIMULATORS)
+def test_large_ops_pay_their_own_rate_while_a_host_mate_waits(sim):
+    large = {"contention_waiting_large": 0.5, "large_from": 3}
+    cluster = unit_cluster(2, hosts=["h", "h"], contention_waiting=0.25, large=large)
+    cost = CostModel.default(cluster)
+    g = graph(
+        [{"name": "a", "t": 2}, {"name": "b", "t": 4}, {"name": "c", "t": 1}],
+        [("a", "b", 0), ("b", "c", 0)],
+    )
+    r = sim(g, [0, 0, 1], cluster, cost, trace=True)
+    # d1 waits for b all along: a (2 s, under 3) x1.25 [0,2.5]; b (4 s) x1.5 [2.5,8.5];
+    # the copy (0 B: 1 s) [8.5,9.5]; c with d0 done [9.5,10.5]
+    assert r.trace.op_end.tolist() == [2.5, 8.5, 10.5]
+    # from 4 s on, b is large too: x1.5 for ops of exactly large_from
+    edge = unit_cluster(
+        2, hosts=["h", "h"], contention_waiting=0.25, large={**large, "large_from": 4}
+    )
+    assert sim(g, [0, 0, 1], edge, cost, trace=True).trace.op_end.tolist() == [2.5, 8.5, 10.5]
+    # without the large ops' rate, b pays the waiting rate: x1.25 [2.5,7.5]
+    plain = unit_cluster(2, hosts=["h", "h"], contention_waiting=0.25)
+    assert sim(g, [0, 0, 1], plain, cost, trace=True).trace.op_end.tolist() == [2.5, 7.5, 9.5]
+
+
+def test_a_large_ops_rate_needs_the_op_size_it_applies_from():
+    with pytest.raises(ClusterError, match="'d0' has a contention_waiting_large but no large_from"):
+        unit_cluster(2, large={"contention_waiting_large": 0.1})
+    with pytest.raises(ClusterError, match="'d0' contention_waiting_large must be a non-negative"):
+        unit_cluster(2, large={"contention_waiting_large": -0.1, "large_from": 1e-4})
+    c = unit_cluster(
+        2, contention_waiting=0.02, large={"contention_waiting_large": 0.01, "large_from": 1e-4}
+    )
+    assert c.contention[:, 6:].tolist() == [[0.01, 1e-4]] * 2
+    assert (
+        unit_cluster(2, contention_waiting=0.02).contention[:, 6:].tolist() == [[0.02, np.inf]] * 2
+    )
+
+
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_an_op_after_a_long_wait_pays_the_wake_up_cost(sim):
     g = graph(
         [{"name": "a", "t": 1}, {"name": "b", "t": 1}, {"name": "c", "t": 1}],
@@ -395,7 +432,7 @@ def test_a_split_slowdown_needs_the_op_size_it_applies_to():
     with pytest.raises(ClusterError, match="'d0' split_below must be non-negative seconds"):
         unit_cluster(2, split_slowdown=0.1, split_below="small")
     c = unit_cluster(2, split_slowdown=0.1, split_below=1e-5)
-    assert c.contention[:, 4:].tolist() == [[0.1, 1e-5]] * 2
+    assert c.contention[:, 4:6].tolist() == [[0.1, 1e-5]] * 2
 
 
 def test_a_wake_up_cost_needs_the_wait_it_follows():
@@ -412,7 +449,7 @@ def test_contention_must_be_a_non_negative_fraction():
         unit_cluster(2, contention=-0.1)
     with pytest.raises(ClusterError, match="'d0' contention_waiting must be a non-negative"):
         unit_cluster(2, contention_waiting="a lot")
-    assert unit_cluster(2).contention.tolist() == [[0] * 6] * 2
+    assert unit_cluster(2).contention.tolist() == [[0] * 7 + [np.inf]] * 2  # large: never
     # without contention_waiting, a waiting host-mate counts as much as a running one
     assert unit_cluster(2, contention=0.2).contention[:, :2].tolist() == [[0.2, 0.2]] * 2
     both = unit_cluster(2, contention=0.2, contention_waiting=0.05)

@@ -67,6 +67,13 @@ def test_small_validation_writes_points_plot_and_summary(
     # the hypervisor takes 30% of the CPU time while it measures (/proc/stat, faked)
     meter = steal_meter(tmp_path, ran=700, stolen=300)
     monkeypatch.setattr(eagle.validate.StealMeter, "start", lambda: meter)
+    drifts_seen = []  # the points the level drift is judged on
+
+    def drift(model, suite, points):
+        drifts_seen.append(points)
+        return None
+
+    monkeypatch.setattr(eagle.validate, "level_drift", drift)
     args = ["--suite", "bert", "--n", "8", "--rounds", "2", "--repeats", "1", "--out", str(out)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -87,6 +94,8 @@ def test_small_validation_writes_points_plot_and_summary(
     assert len(steps) == 32 and set(steps["round"]) == {0, 1} and set(steps.step) == {0, 1}
     times = [steps.time[steps.label == label].tolist() for label in points.label]
     assert STATISTICS["paired"](times) == pytest.approx(points.measured.tolist())
+    # the drift sees every step of the one-worker placement, in measuring order
+    assert list(drifts_seen[0][0].times) == times[0] and drifts_seen[0][0].label == "single:cpu0"
     # mirror images run in the same rounds: each round's steps lie within its span
     spans = steps.groupby("round").start.agg(["min", "max"])
     assert (spans["max"].iloc[0] < spans["min"].iloc[1]) and steps.start.is_unique
