@@ -369,15 +369,17 @@ def _simulate_kernel(
             d = started[s]
             op = running[d]
             duration = op_time[op]
-            if contention[d, 0] != 0.0 or contention[d, 1] != 0.0 or contention[d, 6] != 0.0:
+            waiting = contention[d, 1]  # per waiting host-mate; large ops: their own rate
+            if contention[d, 6] != waiting and times[op, d] >= contention[d, 7]:
+                waiting = contention[d, 6]  # (times read at random only on such devices)
+            if contention[d, 0] != 0.0 or waiting != 0.0:  # else a slowdown of 1
                 slowdown = 1.0
                 for o in range(D):
                     if o != d and host[o] == host[d]:
                         if running[o] != n:
                             slowdown += contention[d, 0]
                         elif unstarted[o] > _0:
-                            large = times[op, d] >= contention[d, 7]
-                            slowdown += contention[d, 6] if large else contention[d, 1]
+                            slowdown += waiting
                 duration *= slowdown
             if contention[d, 2] > 0.0 and t - last_end[d] >= contention[d, 3]:
                 duration += contention[d, 2]  # it waited long: the wake-up cost
