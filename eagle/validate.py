@@ -60,6 +60,7 @@ import io
 import json
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -432,31 +433,40 @@ def main(argv: list[str] | None = None) -> int:
         f"Spearman rho {summary['spearman_rho']:.2f}; rounds of a placement differ by "
         f"{summary['round_spread']:.0%} (the machine's noise)"
     )
+    for warning in report_warnings(summary):
+        print(warning, file=sys.stderr)
+    return 0
+
+
+def report_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """What a report's reader must know before trusting its numbers: the hypervisor took
+    CPU time, the machine's speed moved since the re-level, or no re-level exists and
+    the profile misses this machine."""
+    found = []
     steal_note = steal_warning(summary["steal"], "measuring", "validate again")
     if steal_note:
-        print(steal_note, file=sys.stderr)
+        found.append(steal_note)
     drift = summary["level_drift"]
     if drift is not None and abs(drift) > LEVEL_DRIFT_WARNING:
-        print(
+        found.append(
             f"warning: this machine ran the one-worker step {abs(drift):.0%} "
             f"{'slower' if drift > 0 else 'faster'} than at the re-level: the machine's "
-            "speed moved, and the median APE shows it; re-level right before measuring",
-            file=sys.stderr,
+            "speed moved, and the median APE shows it; re-level right before measuring"
         )
     if not summary["relevelled"] and summary["median_ape_raw"] > RAW_APE_WARNING:
-        print(
+        found.append(
             f"warning: the profile misses this machine by {summary['median_ape_raw']:.0%} "
             "(median); run `eagle-profile --device cpu --relevel` (about a minute) so that "
-            "predictions are at this machine's speed",
-            file=sys.stderr,
+            "predictions are at this machine's speed"
         )
-    return 0
+    return found
 
 
 def level_drift(model: CostModel, suite: str, points: list[Point]) -> float | None:
     """How much slower (> 0) the one-worker step ran here than when this host's re-level
     measured it; None without a re-level of it. Both are its fastest steps
-    (`fastest_level`), as the re-level measures them; the `paired` statistic's level is
+    (`fastest_level`, or its measured time for a point that carries no steps), as the
+    re-level measures them; the `paired` statistic's level is
     the set's, so a placement whose steps spread less than the rest's comes out below
     its own fastest (Inception-V3-small's one-worker step on an EPYC VM:
     121.0 ms fastest, 110.9 ms paired; results/fidelity/README.md, "What the drift

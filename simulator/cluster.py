@@ -178,6 +178,7 @@ class Cluster:
     def from_dict(cls, doc: Any, source: str = "dict") -> Cluster:
         if not isinstance(doc, Mapping):
             raise ClusterError("a cluster spec must be a mapping with 'devices' and 'links'")
+        _known_keys(doc, _TOP_KEYS, "the cluster")
         devices = _parse_devices(doc.get("devices"))
         index = {d.name: i for i, d in enumerate(devices)}
         links = _parse_links(doc.get("links"), index)
@@ -378,6 +379,27 @@ def _large(d: Mapping[str, Any], name: str) -> tuple[float | None, float]:
     return rate, _seconds(d["large_from"], name, "large_from")
 
 
+# The keys each part of a cluster file may have: a misspelt key would otherwise be
+# ignored without a word, and the simulator would price the cluster without it.
+_TOP_KEYS = frozenset({"name", "devices", "links", "device_types"})
+_DEVICE_KEYS = frozenset({"name", "type", "memory", "host", "contention", "contention_waiting",
+                          "contention_waiting_large", "large_from", "wake_cost", "wake_after",
+                          "split_slowdown", "split_below"})  # fmt: skip
+_LINK_KEYS = frozenset({"bandwidth", "latency", "by_sender", "read_latency", "read_bandwidth"})
+# a size or time key that only says which ops pay its rate: alone it does nothing
+_NEEDS_RATE = {"large_from": "contention_waiting_large", "split_below": "split_slowdown",
+               "wake_after": "wake_cost"}  # fmt: skip
+
+
+def _known_keys(d: Mapping[Any, Any], allowed: frozenset[str], what: str) -> None:
+    unknown = sorted(map(str, d.keys() - allowed))
+    if unknown:
+        raise ClusterError(
+            f"{what} has unknown key(s) {unknown}; allowed: {sorted(allowed)} (DESIGN.md, "
+            "'Cluster')"
+        )
+
+
 def _parse_devices(raw: Any) -> tuple[Device, ...]:
     if not isinstance(raw, list) or not raw:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
@@ -386,6 +408,13 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         if not isinstance(d, Mapping) or not {"name", "type", "memory"} <= d.keys():
             raise ClusterError(f"devices[{i}] must have 'name', 'type' and 'memory'")
         name = _name(d["name"], f"devices[{i}]: 'name'")
+        _known_keys(d, _DEVICE_KEYS, f"device {name!r}")
+        for key, rate in _NEEDS_RATE.items():
+            if key in d and rate not in d:
+                raise ClusterError(
+                    f"device {name!r} has a {key} but no {rate}: {key} only says which ops "
+                    f"pay {rate}; add {rate} or remove {key}"
+                )
         if any(x.name == name for x in devices):
             raise ClusterError(f"duplicate device name {name!r}; device names must be unique")
         memory = _positive(d["memory"], f"device {name!r} memory")
@@ -425,10 +454,14 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
     raw = raw or {}
     if not isinstance(raw, Mapping):
         raise ClusterError("'links' must be a mapping with 'default' and/or 'pairs'")
+    _known_keys(raw, frozenset({"default", "pairs"}), "'links'")
 
-    def parse(link: Any, what: str) -> tuple[float, float, bool, float, float]:
+    def parse(
+        link: Any, what: str, allowed: frozenset[str] = _LINK_KEYS
+    ) -> tuple[float, float, bool, float, float]:
         if not isinstance(link, Mapping) or not {"bandwidth", "latency"} <= link.keys():
             raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
+        _known_keys(link, allowed, what)
         sender = link.get("by_sender", False)
         if not isinstance(sender, bool):
             raise ClusterError(f"{what} by_sender must be true or false, got {short_repr(sender)}")
@@ -470,7 +503,8 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
             raise ClusterError(f"link {src!r} -> {dst!r} joins a device to itself")
         link_at = (s, d)
         (latency[link_at], bandwidth[link_at], by_sender[link_at], read_latency[link_at],
-         read_bandwidth[link_at]) = parse(pair, f"link {src!r} -> {dst!r}")  # fmt: skip
+         read_bandwidth[link_at]) = parse(pair, f"link {src!r} -> {dst!r}",
+                                           _LINK_KEYS | {"src", "dst"})  # fmt: skip
     np.fill_diagonal(latency, 0.0)
     np.fill_diagonal(bandwidth, np.inf)
     np.fill_diagonal(by_sender, False)

@@ -406,6 +406,38 @@ def test_device_type_unknown_field(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        ("name: two", "name: two\nhost: x", r"the cluster has unknown key\(s\) \['host'\]"),
+        ("memory: 8e9}", "memory: 8e9, contention_wating: 0.1}",
+         r"device 'b' has unknown key\(s\) \['contention_wating'\]; allowed: .*'host'"),
+        ("latency: 10e-6}", "latency: 10e-6, read_latncy: 1e-6}",
+         r"links.default has unknown key\(s\) \['read_latncy'\]"),
+        ("latency: 2e-6}", "latency: 2e-6, bysender: true}",
+         r"link 'a' -> 'b' has unknown key\(s\) \['bysender'\]"),
+        ("  pairs:", "  pair:\n  pairs:", r"'links' has unknown key\(s\) \['pair'\]"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_key_is_refused_not_ignored(tmp_path, old, new, match):
+    """A key the format does not know would otherwise do nothing, and the simulator
+    would price the cluster as if it were absent."""
+    assert old in TWO
+    _bad(tmp_path, TWO.replace(old, new, 1), match)
+
+
+@pytest.mark.parametrize(
+    ("key", "rate"),
+    [("large_from", "contention_waiting_large"), ("split_below", "split_slowdown"),
+     ("wake_after", "wake_cost")],
+)  # fmt: skip
+def test_a_size_key_without_its_rate_is_refused(tmp_path, key, rate):
+    text = TWO.replace("memory: 8e9}", f"memory: 8e9, host: h, {key}: 1e-4}}")
+    _bad(tmp_path, text, f"device 'b' has a {key} but no {rate}: .*add {rate} or remove {key}")
+    with_rate = text.replace(f"{key}: 1e-4", f"{key}: 1e-4, {rate}: 0.0")
+    assert _load(tmp_path, with_rate).devices[1].host == "h"
+
+
+@pytest.mark.parametrize(
     "entry",
     ["{peak_flops: 0, mem_bandwidth: 9e11}", "{peak_flops: 1e14, mem_bandwidth: fast}"],
 )

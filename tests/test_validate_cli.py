@@ -12,7 +12,7 @@ import pytest
 
 import eagle.validate
 from eagle.problem import problem_from_config
-from eagle.validate import candidates, main, parser, pool
+from eagle.validate import candidates, main, parser, pool, report_warnings
 from simulator import Cluster, CostModel
 from simulator import relevel as relevels
 from simulator.cost_model import PROFILE_DIR
@@ -58,6 +58,29 @@ def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
     assert len(chosen) == 2
     assert {min(tuple(p), tuple(1 - p)) for p in chosen.values()} == {(0, 0), (0, 1)}
     assert same_as["single:d1"] == "single:d0"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, []),  # re-levelled, the level held, no steal: nothing to say
+        ({"level_drift": 0.10, "steal": 0.05}, []),  # at the thresholds: not above them
+        ({"level_drift": 0.14}, ["one-worker step 14% slower than at the re-level"]),
+        ({"level_drift": -0.15}, ["one-worker step 15% faster than at the re-level"]),
+        ({"relevelled": False, "level_drift": None}, []),  # as measured and right
+        ({"relevelled": False, "level_drift": None, "median_ape_raw": 1.74},
+         ["misses this machine by 174% (median); run `eagle-profile --device cpu --relevel`"]),
+        ({"median_ape_raw": 1.74}, []),  # re-levelled: the raw error is expected
+        ({"steal": 0.3, "level_drift": 0.2},
+         ["hypervisor gave 30% of this machine's CPU time", "step 20% slower"]),
+    ],
+)  # fmt: skip
+def test_a_report_warns_of_steal_level_drift_and_a_missing_re_level(changes, expected):
+    summary = {"steal": 0.01, "level_drift": 0.02, "relevelled": True, "median_ape_raw": 0.03}
+    found = report_warnings({**summary, **changes})
+    assert len(found) == len(expected)
+    for line, fragment in zip(found, expected, strict=True):
+        assert line.startswith("warning: ") and fragment in line
 
 
 def test_small_validation_writes_points_plot_and_summary(
