@@ -164,7 +164,8 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     )
     rl_costs = result.metrics.get(MEAN_COST)  # learned placers only
     trend = math.nan if rl_costs is None else policy_trend(rl_costs.to_numpy(dtype=float))
-    if (note := trend_note(trend)) is not None:
+    warm_started = str(cfg.agent.get("warm_start", "none")) != "none"
+    if (note := trend_note(trend, warm_started)) is not None:
         notes.append(note)
         log.warning("%s: %s", who["agent"], note)
     summary = {

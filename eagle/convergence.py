@@ -141,16 +141,30 @@ def policy_trend(mean_costs: np.ndarray) -> float:
     return float(logged[-tenth:].mean() / logged[:tenth].mean())
 
 
-def trend_note(trend: float) -> str | None:
+def trend_note(trend: float, warm_started: bool = False) -> str | None:
     """What a run's summary says when its policy did not learn (`policy_trend` >= 1);
-    None when it did, or had no RL iterations."""
+    None when it did, or had no RL iterations. A run that imitated a warm start first
+    (`RLSettings.warm_start`) drifts off it even at our settings' lr 0.0003, through its
+    normalised advantages (results/README.md, "How EAGLE's RL drifts off its warm
+    start"), so a lower rate is no advice there; a run from scratch collapses at the
+    hierarchical paper's lr 0.1 ("Did they learn")."""
     if not trend >= 1:
         return None
+    drift = (
+        f"the mean cost of its samples over the last tenth of its RL iterations was "
+        f"{trend:.2f}x that over the first tenth"
+    )
+    if warm_started:
+        return (
+            f"the RL phase did not learn: {drift} (it drifted off the warm start it "
+            "imitated), so this run's best came from its warm start, sampling on the way "
+            "or the local search after it (results/README.md, 'How EAGLE's RL drifts off "
+            "its warm start')"
+        )
     return (
-        f"the policy did not learn: the mean cost of its samples over the last tenth of its "
-        f"RL iterations was {trend:.2f}x that over the first tenth (it drifted or "
-        f"collapsed), so its best placement came from sampling on the way, not from what "
-        f"it learned; try a lower agent.lr (results/README.md, 'Did they learn')"
+        f"the policy did not learn: {drift} (it drifted or collapsed), so its best "
+        f"placement came from sampling on the way, not from what it learned; try a lower "
+        f"agent.lr (results/README.md, 'Did they learn')"
     )
 
 

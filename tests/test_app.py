@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
 
-from eagle import run_dir
+import eagle.app
+from eagle import convergence, run_dir
 from eagle.app import run
 from eagle.errors import PlacerError
 from eagle.search import METRIC_COLUMNS
@@ -74,6 +75,21 @@ def test_hierarchical_agent_runs_and_logs_its_training(cached_small_suites, tmp_
     more = run(cfg(*small, "budget.samples=64"), tmp_path)
     assert more["samples"] == 64
     assert pd.read_csv(tmp_path / "metrics.csv").samples.tolist() == [16, 32, 48, 64]
+
+
+def test_a_run_that_did_not_learn_says_why_by_its_setting(cached_small_suites, tmp_path,
+                                                          monkeypatch):  # fmt: skip
+    """From scratch (the papers' setting) the advice is a lower rate; after imitating a
+    warm start (ours) the RL drifts off it whatever the rate (eagle.convergence)."""
+    monkeypatch.setattr(eagle.app, "policy_trend", lambda costs: 1.5)
+    small = ("suite=bert", "suite.variant=small", "agent.num_groups=8", "agent.hidden=16")
+    ours = run(cfg("agent=hierarchical", *small, "agent.imitation_steps=2",
+                   "agent.rl_samples=32", "budget.samples=64"), tmp_path / "ours")  # fmt: skip
+    papers = run(cfg("agent=hierarchical_paper", *small, "budget.samples=32"), tmp_path / "p")
+    assert [n for n in ours["notes"] if "1.50x" in n] == [
+        convergence.trend_note(1.5, warm_started=True)
+    ]
+    assert [n for n in papers["notes"] if "1.50x" in n] == [convergence.trend_note(1.5)]
 
 
 def test_eagle_agent_runs_and_the_ablation_names_each_variant(cached_small_suites, tmp_path):

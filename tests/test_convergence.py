@@ -122,3 +122,7 @@ def test_a_run_whose_policy_did_not_learn_says_so():
     assert "did not learn" in convergence.trend_note(1.0)
     assert convergence.trend_note(0.9) is None
     assert convergence.trend_note(math.nan) is None  # no RL iterations
+    # after imitating a warm start the drift is the normalisation's, not the rate's
+    warm = convergence.trend_note(1.43, warm_started=True)
+    assert "1.43x" in warm and "drifted off the warm start" in warm and "agent.lr" not in warm
+    assert convergence.trend_note(0.97, warm_started=True) is None
