@@ -28,9 +28,9 @@ Defaults: the device is alone on its host, contention 0, no wake-up cost, no spl
 slowdown: DESIGN.md's independent devices.
 An optional `device_types:` section adds roofline constants for device types the
 built-in datasheet table does not know (see `simulator.devices.Roofline`).
-Cluster files are data from other people: read with a size cap, and YAML aliases are
-refused (a dozen nested ones expand to gigabytes: the "billion laughs"); no cluster
-needs them.
+Cluster files are data from other people: read with a size cap, unknown keys refused
+(a misspelt key would silently do nothing), and YAML aliases refused (a dozen nested
+ones expand to gigabytes: the "billion laughs"); no cluster needs them.
 """
 
 from __future__ import annotations
