@@ -144,10 +144,11 @@ def policy_trend(mean_costs: np.ndarray) -> float:
 def trend_note(trend: float, warm_started: bool = False) -> str | None:
     """What a run's summary says when its policy did not learn (`policy_trend` >= 1);
     None when it did, or had no RL iterations. A run that imitated a warm start first
-    (`RLSettings.warm_start`) drifts off it even at our settings' lr 0.0003, through its
-    normalised advantages (results/README.md, "How EAGLE's RL drifts off its warm
-    start"), so a lower rate is no advice there; a run from scratch collapses at the
-    hierarchical paper's lr 0.1 ("Did they learn")."""
+    (`RLSettings.warm_start`) can drift off it at our settings' lr 0.0003: once its
+    samples get slower than the moving baseline, every advantage pushes the policy off
+    what it drew (results/README.md, "How EAGLE's RL drifts off its warm start"), so a
+    lower rate is no advice there; a run from scratch collapses at the hierarchical
+    paper's lr 0.1 ("Did they learn")."""
     if not trend >= 1:
         return None
     drift = (
