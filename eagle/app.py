@@ -164,7 +164,10 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     )
     rl_costs = result.metrics.get(MEAN_COST)  # learned placers only
     trend = math.nan if rl_costs is None else policy_trend(rl_costs.to_numpy(dtype=float))
-    warm_started = str(cfg.agent.get("warm_start", "none")) != "none"
+    # the policy imitated a warm start before its RL (`Policy.anchor` logged how well);
+    # the setting alone cannot tell, as a warm start with no valid placement is skipped
+    imitated = result.metrics.get("train/imitation_accuracy")
+    warm_started = imitated is not None and bool(imitated.notna().any())
     if (note := trend_note(trend, warm_started)) is not None:
         notes.append(note)
         log.warning("%s: %s", who["agent"], note)
