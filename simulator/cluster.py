@@ -385,7 +385,9 @@ _TOP_KEYS = frozenset({"name", "devices", "links", "device_types"})
 _DEVICE_KEYS = frozenset({"name", "type", "memory", "host", "contention", "contention_waiting",
                           "contention_waiting_large", "large_from", "wake_cost", "wake_after",
                           "split_slowdown", "split_below"})  # fmt: skip
+_LINKS_KEYS = frozenset({"default", "pairs"})
 _LINK_KEYS = frozenset({"bandwidth", "latency", "by_sender", "read_latency", "read_bandwidth"})
+_PAIR_KEYS = _LINK_KEYS | {"src", "dst"}
 # a size or time key that only says which ops pay its rate: alone it does nothing
 _NEEDS_RATE = {"large_from": "contention_waiting_large", "split_below": "split_slowdown",
                "wake_after": "wake_cost"}  # fmt: skip
@@ -454,7 +456,7 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
     raw = raw or {}
     if not isinstance(raw, Mapping):
         raise ClusterError("'links' must be a mapping with 'default' and/or 'pairs'")
-    _known_keys(raw, frozenset({"default", "pairs"}), "'links'")
+    _known_keys(raw, _LINKS_KEYS, "'links'")
 
     def parse(
         link: Any, what: str, allowed: frozenset[str] = _LINK_KEYS
@@ -503,8 +505,7 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
             raise ClusterError(f"link {src!r} -> {dst!r} joins a device to itself")
         link_at = (s, d)
         (latency[link_at], bandwidth[link_at], by_sender[link_at], read_latency[link_at],
-         read_bandwidth[link_at]) = parse(pair, f"link {src!r} -> {dst!r}",
-                                           _LINK_KEYS | {"src", "dst"})  # fmt: skip
+         read_bandwidth[link_at]) = parse(pair, f"link {src!r} -> {dst!r}", _PAIR_KEYS)  # fmt: skip
     np.fill_diagonal(latency, 0.0)
     np.fill_diagonal(bandwidth, np.inf)
     np.fill_diagonal(by_sender, False)
