@@ -126,11 +126,17 @@ class Relevel:
 
     def __post_init__(self) -> None:
         missing = [k for k in FACTORS if k not in self.factors]
-        bad = [k for k, v in self.factors.items() if not (isinstance(v, float | int) and v > 0)]
+        bad = [k for k, v in self.factors.items() if not (is_amount(v) and v > 0)]
         if missing or bad:
             raise CostModelError(
                 f"re-level of {self.device_type!r} on {self.host!r}: factors {missing or bad} "
                 f"missing or not positive; rerun eagle-profile --relevel"
+            )
+        # a misspelt name would leave its factor's kernels at the profile's times unnoticed
+        if unknown := sorted(set(self.factors) - set(FACTORS)):
+            raise CostModelError(
+                f"re-level of {self.device_type!r} on {self.host!r}: unknown factor(s) "
+                f"{unknown}; the factors are {list(FACTORS)}; rerun eagle-profile --relevel"
             )
 
     def factor(self, op_type: str, isolated_s: float) -> float:

@@ -200,6 +200,11 @@ def test_stored_and_read_back_and_bad_files_refused(setup):
         relevels.load(saved.path())
     with pytest.raises(CostModelError, match=r"factors \['small'\] missing"):
         relevels.Relevel("h", "npu", "d", "p", "s", {"compute": 1.0, "memory": 1.0})
+    three = {"compute": 1.0, "memory": 1.0, "small": 1.0}
+    with pytest.raises(CostModelError, match=r"factors \['small'\] missing or not positive"):
+        relevels.Relevel("h", "npu", "d", "p", "s", three | {"small": float("inf")})
+    with pytest.raises(CostModelError, match=r"unknown factor\(s\) \['smal'\]; the factors are"):
+        relevels.Relevel("h", "npu", "d", "p", "s", three | {"smal": 0.5})
 
 
 def test_level_drift_compares_the_one_worker_step_with_the_relevels(setup):
