@@ -58,6 +58,7 @@ from eagle.problem import Problem
 from simulator import placement_from_json, simulate
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray
+from simulator.placement import check_placement
 
 # The one-shot placers a search may start from, in the order `start: best` runs them.
 STARTS: dict[str, type[Placer]] = {
@@ -295,13 +296,15 @@ class LocalSearchPlacer(Placer):
         self.starts = self.starts[len(self.starts) - int(state["starts_left"]) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
-        file = state["start_file"]
-        self.start_file = None if file is None else np.asarray(file, dtype=np.int64)
-        current = state["current"]
-        self.current = None if current is None else np.asarray(current, dtype=np.int64)
+        graph, cluster = self.problem.graph, self.problem.cluster
+        file, current = state["start_file"], state["current"]
+        self.start_file = None if file is None else check_placement(graph, cluster, file)
+        self.current = None if current is None else check_placement(graph, cluster, current)
         self.current_time = float(state["current_time"])
         self.temperature = float(state["temperature"])
         self.pending = {int(u): int(d) for u, d in state["pending"]}
+        if not all(0 <= d < cluster.num_devices for d in self.pending.values()):
+            raise ValueError("a pending move is to a device the cluster does not have")
         if self.current is not None:
             self._find_critical()
 

@@ -58,5 +58,12 @@ class Placer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.notes = list(state["notes"])
+        self.notes = [str(note) for note in state["notes"]]
         self.done = bool(state["done"])
+
+
+def count(value: Any, name: str) -> int:
+    """A counter read back from a checkpoint (data, `load_state_dict`): an int >= 0."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} is not a count")
+    return value

@@ -71,9 +71,10 @@ from torch import nn
 
 from eagle.errors import ConfigError, PlacerError
 from eagle.local_search import STARTS, LocalSearchPlacer, ask_starts, start_placers
-from eagle.placer import Evaluation, Placer
+from eagle.placer import Evaluation, Placer, count
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
+from simulator.placement import check_placement
 
 
 @contextmanager
@@ -489,18 +490,24 @@ class PolicyGradientPlacer(Placer):
         if not all(bool(torch.isfinite(p).all()) for p in self.policy.parameters()):
             raise ValueError("the policy's weights are not all finite")  # it could not sample
         self.optimizer.load_state_dict(state["optimizer"])
+        for param, moments in self.optimizer.state.items():  # torch does not check them
+            if any(m.shape != param.shape for m in moments.values() if m.ndim):
+                raise ValueError("the optimizer's state does not fit the policy's weights")
         self.generator.set_state(state["generator"])
         self.baseline = float(state["baseline"])
-        self.samples_seen = int(state["samples_seen"])
+        self.samples_seen = count(state["samples_seen"], "samples_seen")
         self.starts = self.starts[len(self.starts) - int(state["starts_left"]) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         self.anchored = bool(state["anchored"])
         self.best_time = float(state["best_time"])
         best = state["best_placement"]
-        self.best_placement = None if best is None else np.asarray(best, dtype=np.int64)
-        self.elite_steps = int(state["elite_steps"])
-        self.skipped_steps = int(state.get("skipped_steps", 0))  # older checkpoints: none
+        problem = self.problem
+        self.best_placement = (
+            None if best is None else check_placement(problem.graph, problem.cluster, best)
+        )
+        self.elite_steps = count(state["elite_steps"], "elite_steps")
+        self.skipped_steps = count(state.get("skipped_steps", 0), "skipped_steps")
         self.window.clear()
         self.window.extend(_window_from_state(state))
         if state["refiner"] is not None:

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import io
 import json
+import math
 import os
 import subprocess
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ import yaml
 from eagle.errors import ConfigError, RunError
 from eagle.problem import check_plain
 from simulator.files import NoAliasLoader, YamlRefused, parse_json, read_limited, write_atomic
+from simulator.graph import short_repr
 
 SUMMARY = "summary.json"
 METRICS = "metrics.csv"
@@ -184,11 +186,20 @@ def _check_summary(summary: dict[str, Any]) -> None:
     for key in ("seed", "samples", "sim_calls", "iterations"):
         if key in summary and type(summary[key]) is not int:  # iterations: optional
             raise RunDirError(f"{SUMMARY}: {key} must be an integer, got {summary[key]!r}")
-    for key in ("best_step_time", "wall_s", "lower_bound"):
-        if type(summary[key]) not in (int, float):
-            raise RunDirError(f"{SUMMARY}: {key} must be a number, got {summary[key]!r}")
+    for key in ("best_step_time", "wall_s", "lower_bound"):  # eagle-run writes finite ones
+        if type(summary[key]) not in (int, float) or not 0 <= summary[key] < math.inf:
+            raise RunDirError(
+                f"{SUMMARY}: {key} must be a finite number >= 0, got {short_repr(summary[key])}"
+            )
     if not isinstance(summary["best_valid"], bool):
         raise RunDirError(f"{SUMMARY}: best_valid must be true or false")
+    sources = summary.get("cost_model") or {}  # device type -> where its times come from
+    if not isinstance(sources, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in sources.items()
+    ):
+        raise RunDirError(
+            f"{SUMMARY}: cost_model must map device types to strings, got {short_repr(sources)}"
+        )
 
 
 def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:

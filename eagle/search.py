@@ -35,11 +35,13 @@ import torch
 from tqdm import tqdm
 
 from eagle.errors import RunError
-from eagle.placer import Evaluation, Placer
+from eagle.placer import Evaluation, Placer, count
 from eagle.problem import Problem
 from simulator import simulate_batch
+from simulator.errors import SimulatorError
 from simulator.files import write_atomic
-from simulator.graph import IntArray
+from simulator.graph import IntArray, is_amount
+from simulator.placement import check_placement
 
 METRIC_COLUMNS = (
     "iteration",
@@ -118,8 +120,14 @@ class Evaluator:
         return {"sim_calls": self.sim_calls, "memo": list(self._memo.items())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sim_calls = state["sim_calls"]
-        self._memo = dict(state["memo"])
+        self.sim_calls = count(state["sim_calls"], "sim_calls")
+        memo = dict(state["memo"])
+        for key, value in memo.items():
+            seconds, valid, reason = value
+            if not (isinstance(key, bytes) and len(key) == 16 and is_amount(seconds)
+                    and isinstance(valid, bool) and isinstance(reason, str | None)):  # fmt: skip
+                raise ValueError("a remembered simulation is not (step time, valid, reason)")
+        self._memo = memo
 
 
 @dataclass
@@ -238,14 +246,46 @@ def load_checkpoint(
             "use another run dir (hydra.run.dir=...) or start afresh with resume=false"
         )
     try:
-        loop = dict(doc["loop"])
-        best = loop.pop("best_placement")
-        state = SearchState(**loop, best_placement=None if best is None else best.numpy())
+        state = _loop_state(doc["loop"], evaluator.problem)
         placer.load_state_dict(doc["placer"])
         evaluator.load_state_dict(doc["evaluator"])
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError,
+            SimulatorError) as e:  # fmt: skip
         what = str(e) if isinstance(e, ValueError) and len(str(e)) <= 80 else type(e).__name__
         raise RunError(f"{path} is a damaged checkpoint ({what}); {afresh}") from None
+    return state
+
+
+def _loop_state(loop: Any, problem: Problem) -> SearchState:
+    """The loop's state in a checkpoint, checked as data: counts, times and the best
+    placement must be what the loop writes, and the best placement must take the step
+    time recorded for it (simulated again), so a resumed run reports nothing it did not
+    find."""
+    loop = dict(loop)
+    best = loop.pop("best_placement")
+    if best is not None:
+        best = check_placement(problem.graph, problem.cluster, best.numpy())
+    state = SearchState(**loop, best_placement=best)
+    count(state.iteration, "iteration")
+    count(state.samples, "samples")
+    if not is_amount(state.wall_s):
+        raise ValueError("wall_s is not a time")
+    if not isinstance(state.best_valid, bool) or not isinstance(state.best_reason, str | None):
+        raise ValueError("best_valid or best_reason is not what the loop writes")
+    if not isinstance(state.rows, list) or not all(
+        isinstance(row, dict) and all(isinstance(v, int | float) for v in row.values())
+        for row in state.rows
+    ):
+        raise ValueError("rows are not the metrics' rows")
+    if best is None:
+        if state.best_step_time != math.inf or state.best_valid:
+            raise ValueError("a best step time without a best placement")
+        return state
+    again = simulate_batch(problem.graph, best[None], problem.cluster, problem.cost_model)
+    recorded = state.best_step_time
+    same = isinstance(recorded, float) and bool(again.valid[0]) == state.best_valid
+    if not (same and np.isclose(again.step_time[0], recorded, rtol=1e-9, atol=0, equal_nan=True)):
+        raise ValueError("its best placement does not take the step time it records")
     return state
 
 

@@ -191,6 +191,76 @@ def test_a_checkpoint_whose_policy_is_not_finite_is_refused(files, tmp_path):
         run(toy_cfg(files, *learned, "budget.samples=16"), out)
 
 
+def _damaged(doc, change):
+    import torch
+
+    loop = doc["loop"]
+    if change == "samples":
+        loop["samples"] = "abc"
+    elif change == "wall_s":
+        loop["wall_s"] = "x"
+    elif change == "rows":
+        loop["rows"] = 5
+    elif change == "short placement":
+        loop["best_placement"] = torch.zeros(3, dtype=torch.long)
+    elif change == "device out of range":
+        loop["best_placement"] = torch.full_like(loop["best_placement"], 99)
+    elif change == "negative device":
+        loop["best_placement"] = torch.full_like(loop["best_placement"], -1)
+    elif change == "step time a string":
+        loop["best_step_time"] = "fast"
+    elif change == "step time nan":
+        loop["best_step_time"] = float("nan")
+    elif change == "step time better than its placement's":
+        loop["best_step_time"] *= 0.5
+    elif change == "memo":
+        doc["evaluator"]["memo"] = [(b"k" * 16, ("fast", True, None))]
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["samples", "wall_s", "rows", "short placement", "device out of range", "negative device",
+     "step time a string", "step time nan", "step time better than its placement's", "memo"],
+)  # fmt: skip
+def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path, change):
+    """A checkpoint may come from someone else: what it says is checked, so a resume never
+    ends in a traceback nor reports a step time its placement does not take."""
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    _damaged(doc, change)
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint .*; delete it"):
+        run(toy_cfg(files, "budget.samples=16"), out)
+
+
+@pytest.mark.parametrize("change", ["optimizer", "prior", "best placement", "samples_seen"])
+def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change):
+    import torch
+
+    out = tmp_path / "run"
+    learned = [
+        "agent=hierarchical", "agent.hidden=16", "agent.num_groups=4",
+        "agent.warm_start=none", "agent.imitation_steps=0", "agent.rl_samples=null",
+    ]  # fmt: skip
+    run(toy_cfg(files, *learned, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    placer = doc["placer"]
+    if change == "optimizer":
+        placer["optimizer"]["state"][0]["exp_avg"] = torch.zeros(2)
+    elif change == "prior":
+        placer["policy"]["prior_groups"].fill_(10**6)
+    elif change == "best placement":
+        placer["best_placement"] = torch.zeros(2, dtype=torch.long)
+    else:
+        placer["samples_seen"] = -1
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint"):
+        run(toy_cfg(files, *learned, "budget.samples=16"), out)
+
+
 # ---- 3. one writer per run dir -----------------------------------------------------------
 
 
@@ -358,6 +428,24 @@ def test_a_run_with_a_corrupt_file_is_skipped_naming_it(sweep, tmp_path, file, c
     assert report.main([str(sweep), "--out", str(tmp_path / "out")]) == 0
     table = pd.read_csv(tmp_path / "out" / "report.csv")
     assert table.seeds.tolist() == [2]  # the two good runs, the bad one left out
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "warning"),
+    [
+        ("cost_model", 3, "cost_model must map device types to strings, got 3"),
+        ("cost_model", {"p100": 7}, "cost_model must map device types to strings"),
+        ("best_step_time", float("nan"), "best_step_time must be a finite number >= 0, got nan"),
+        ("lower_bound", float("inf"), "lower_bound must be a finite number >= 0, got inf"),
+    ],
+)
+def test_a_summary_with_a_bad_value_is_skipped_naming_it(sweep, tmp_path, key, value, warning):
+    bad = sweep / "ok1"
+    summary = json.loads((bad / "summary.json").read_text())
+    (bad / "summary.json").write_text(json.dumps(summary | {key: value}))
+    _, warnings = run_dir.scan([sweep])
+    assert any(w.startswith(f"{bad}: ") and warning in w for w in warnings), warnings
+    assert report.main([str(sweep), "--out", str(tmp_path / "out")]) == 0
 
 
 def test_a_truncated_metrics_file_is_detected(sweep):
