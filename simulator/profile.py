@@ -20,7 +20,7 @@ from typing import Any
 
 from simulator.errors import CostModelError
 from simulator.files import InputTooLarge, parse_json, read_limited, write_atomic
-from simulator.graph import short_repr
+from simulator.graph import is_amount, short_repr
 
 FORMAT = "eagle-profile/1"
 
@@ -99,6 +99,7 @@ class Profile:
                 f"profile {path} has no 'device_type' name (got {short_repr(device_type)}); "
                 "re-measure it with eagle-profile"
             )
+        _check_parts(doc, path)
         profile = cls(
             device_type=device_type,
             meta=dict(doc.get("meta", {})),
@@ -114,3 +115,38 @@ class Profile:
                 "rerun the eagle-profile command that made it to finish it"
             )
         return profile
+
+
+# What each row must hold for the cost model and `eagle-profile --refit` to use it: the
+# names are strings, the sizes and times finite numbers >= 0 (optional ones when given).
+_OP_TEXT = ("signature", "type")
+_OP_AMOUNTS = ("median_s",)
+_OP_OPTIONAL = ("in_step_s", "flops", "bytes", "spread_s")
+_COPY_AMOUNTS = ("bytes", "median_s")
+
+
+def _check_parts(doc: Mapping[str, Any], path: Path) -> None:
+    """Refuse a profile whose parts are not what `eagle-profile` writes, naming the first
+    bad item: a profile is shared like a graph, so it is data, and a bad row would end
+    in a traceback or a refit that never converges (a NaN size)."""
+    fix = "re-measure it with eagle-profile"
+    for key, kind in (("meta", Mapping), ("fit", Mapping), ("ops", list), ("failed", list),
+                      ("copies", list)):  # fmt: skip
+        if key in doc and not isinstance(doc[key], kind):
+            raise CostModelError(
+                f"profile {path}: '{key}' must be a {'mapping' if kind is Mapping else 'list'}, "
+                f"got {short_repr(doc[key])}; {fix}"
+            )
+    for part, text, amounts, optional in (("ops", _OP_TEXT, _OP_AMOUNTS, _OP_OPTIONAL),
+                                          ("copies", (), _COPY_AMOUNTS, ())):  # fmt: skip
+        for i, row in enumerate(doc.get(part, [])):
+            if not isinstance(row, Mapping):
+                raise CostModelError(f"profile {path}: {part}[{i}] is not a mapping; {fix}")
+            bad = [k for k in text if not isinstance(row.get(k), str)]
+            bad += [k for k in amounts if not is_amount(row.get(k))]
+            bad += [k for k in optional if k in row and not is_amount(row[k])]
+            if bad:
+                raise CostModelError(
+                    f"profile {path}: {part}[{i}] has a missing or bad {bad[0]} "
+                    f"({short_repr(row.get(bad[0]))}); {fix}"
+                )

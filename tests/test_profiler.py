@@ -65,7 +65,8 @@ def test_profile_resumes_and_records_failures(tmp_path):
 
 
 def test_profile_file_round_trip_and_refusals(tmp_path):
-    profile = Profile("cpu-worker", {"device": "cpu"}, ops=[{"signature": "s", "median_s": 1.0}])
+    row = {"signature": "s", "type": "aten.s", "median_s": 1.0}
+    profile = Profile("cpu-worker", {"device": "cpu"}, ops=[row])
     path = tmp_path / "p.json.gz"
     profile.save(path)
     with pytest.raises(CostModelError, match=r"incomplete.*rerun the eagle-profile"):
@@ -74,6 +75,29 @@ def test_profile_file_round_trip_and_refusals(tmp_path):
     with gzip.open(path, "wt") as f:
         json.dump({"format": "eagle-profile/0"}, f)
     with pytest.raises(CostModelError, match=r"not a eagle-profile/1 profile.*eagle-profile/0"):
+        Profile.load(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ops": 5}, r"'ops' must be a list, got 5"),
+        ({"fit": [1]}, r"'fit' must be a mapping, got \[1\]"),
+        ({"ops": [{"signature": "s", "type": "aten.s", "median_s": "x"}]},
+         r"ops\[0\] has a missing or bad median_s \('x'\)"),
+        ({"ops": [{"signature": "s", "median_s": 1.0}]},
+         r"ops\[0\] has a missing or bad type \(None\)"),
+        ({"copies": [{"bytes": float("nan"), "median_s": 1e-6}]},
+         r"copies\[0\] has a missing or bad bytes \(nan\)"),
+    ],
+)  # fmt: skip
+def test_a_profile_with_a_bad_part_is_refused_naming_it(tmp_path, change, message):
+    """A profile is shared like a graph: a bad part gets one line naming it, not a
+    traceback (nor a refit that never ends, on a NaN size)."""
+    doc = Profile("cpu-worker", {}, complete=True).to_dict() | change
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CostModelError, match=rf"profile {path}: {message}; re-measure it"):
         Profile.load(path)
 
 
@@ -113,7 +137,7 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     i = next(k for k, s in enumerate(graph.signatures) if s is not None)
     row = next(r for r in profile.ops if r["signature"] == graph.signatures[i])
     assert times[i] == row["in_step_s"] > 0  # bert-small ran: its ops' in-step times
-    full = Profile("cpu-worker", {}, ops=[{"signature": "s", "median_s": 1.0}],
+    full = Profile("cpu-worker", {}, ops=[{"signature": "s", "type": "aten.s", "median_s": 1.0}],
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
