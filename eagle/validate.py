@@ -74,11 +74,11 @@ from eagle import run_dir
 from eagle.baselines import HeftPlacer, METFPlacer, MetisPlacer, MTopoPlacer
 from eagle.errors import EagleError
 from eagle.problem import Problem, problem_from_config
-from simulator import CostModel, SimulatorError, placement_from_json
+from simulator import Cluster, CostModel, OpGraph, SimulatorError, placement_from_json
 from simulator import relevel as relevels
-from simulator.errors import CostModelError
+from simulator.errors import CostModelError, PlacementError
 from simulator.files import parse_json, read_limited
-from simulator.graph import IntArray
+from simulator.graph import IntArray, is_amount
 from simulator.hardware.executor import Program
 from simulator.hardware.fidelity import (
     STATISTICS,
@@ -97,7 +97,7 @@ from simulator.hardware.fidelity import (
 )
 from simulator.hardware.steal import StealMeter
 from simulator.hardware.steal import warning as steal_warning
-from simulator.placement import dealt_in_chunks, moved_off_one_device
+from simulator.placement import check_placement, dealt_in_chunks, moved_off_one_device
 
 PLACEMENTS_FILE = "placements.json.gz"
 Times = dict[tuple[str, bytes], float]  # seconds by (label, placement as bytes)
@@ -359,7 +359,7 @@ def pool(args: argparse.Namespace) -> PooledReports:
         except CostModelError as e:
             left_out.append(f"{report}: {e}")
             continue
-        keyed = _measured(folder)
+        keyed = _measured(folder, graph, cluster)
         priced = {key: predict(graph, np.frombuffer(key[1], dtype=np.int64), cluster, model)
                   for key in keyed}  # fmt: skip
         p, m = np.array(list(priced.values())), np.array(list(keyed.values()))
@@ -384,29 +384,42 @@ def pool(args: argparse.Namespace) -> PooledReports:
     )
 
 
-def _measured(folder: Path) -> Times:
-    """A report's measured seconds by (label, placement bytes), from its files."""
+def _measured(folder: Path, graph: OpGraph, cluster: Cluster) -> Times:
+    """A report's measured seconds by (label, placement bytes), from its files; a report
+    is data (it may come from someone else): what does not fit is refused naming it."""
     if not (folder / PLACEMENTS_FILE).exists():
         raise ValidateError(
             f"{folder} has no {PLACEMENTS_FILE}; re-run eagle-validate to write one"
         )
-    placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
+    try:
+        placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
+        points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
+    except (OSError, ValueError) as e:  # pandas' parse errors are ValueErrors too
+        raise ValidateError(f"{folder}: unreadable report file ({e})") from None
     if not isinstance(placements, dict):
         raise ValidateError(f"{folder / PLACEMENTS_FILE} must map labels to placements")
-    points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
     if not {"label", "measured"} <= set(points.columns):
         raise ValidateError(f"{folder / 'points.csv'} lacks the label or measured column")
-    measured = points.set_index("label").measured
+    measured = pd.to_numeric(points.set_index("label").measured, errors="coerce")
     missing = [str(label) for label in measured.index if label not in placements]
     if missing:
         raise ValidateError(
             f"{folder}: placement {missing[0]!r} of points.csv is not in "
             f"{PLACEMENTS_FILE}; the two must come from the same eagle-validate run"
         )
-    return {
-        (str(label), np.asarray(placements[label], dtype=np.int64).tobytes()): float(t)
-        for label, t in measured.items()
-    }
+    times: Times = {}
+    for label, seconds in measured.items():
+        if not (is_amount(float(seconds)) and seconds > 0):
+            raise ValidateError(
+                f"{folder / 'points.csv'}: placement {label!r} has measured {seconds!r}, "
+                "not a time; re-run eagle-validate to write the report again"
+            )
+        try:
+            placement = check_placement(graph, cluster, placements[label])
+        except PlacementError as e:
+            raise ValidateError(f"{folder / PLACEMENTS_FILE}: {label!r}: {e}") from None
+        times[str(label), placement.tobytes()] = float(seconds)
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -204,3 +205,36 @@ def test_small_validation_writes_points_plot_and_summary(
     assert "has no placements.json.gz" in capsys.readouterr().err
     assert main(["--suite", "bert", "--pool", str(tmp_path / "nowhere")]) == 2
     assert "no reports of bert/small on cpu2" in capsys.readouterr().err
+
+
+def test_a_pooled_report_that_does_not_fit_is_refused_naming_it(tmp_path, cached_small_suites):
+    """A report may come from someone else: a placement off the cluster or a measured
+    time that is not one gets one line naming the file and the placement (a placement on
+    device 7 of cpu2's 2 ended in an IndexError)."""
+    from eagle.validate import ValidateError, _measured
+
+    graph, cluster = cached_small_suites["bert"], Cluster.load("cpu2")
+    report = tmp_path / "bert"
+    shutil.copytree(Path(__file__).parents[1] / "results/fidelity/xeon-2026-12-06/bert", report)
+    points = pd.read_csv(report / "points.csv")
+    times = _measured(report, graph, cluster)  # the committed report, as it is
+    assert sorted(t for t in times.values()) == sorted(points.measured)
+    with gzip.open(report / "placements.json.gz", "rt") as f:
+        placements = json.load(f)
+    label = points.label[0]
+    bad = {**placements, label: [7] * graph.num_ops}
+    with gzip.open(report / "placements.json.gz", "wt") as f:
+        json.dump(bad, f)
+    with pytest.raises(ValidateError, match=rf"placements\.json\.gz: '{label}': op .* is "
+                       r"placed on device 7, but cluster 'cpu2' has devices 0\.\.1"):  # fmt: skip
+        _measured(report, graph, cluster)
+    with gzip.open(report / "placements.json.gz", "wt") as f:
+        json.dump(placements, f)
+    points.loc[0, "measured"] = float("nan")
+    points.to_csv(report / "points.csv", index=False)
+    with pytest.raises(ValidateError, match=rf"points\.csv: placement '{label}' has measured "
+                       r"nan, not a time"):  # fmt: skip
+        _measured(report, graph, cluster)
+    (report / "placements.json.gz").write_bytes(b"\x1f\x8b not gzip")
+    with pytest.raises(ValidateError, match=r"bert: unreadable report file"):
+        _measured(report, graph, cluster)
