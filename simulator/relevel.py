@@ -44,7 +44,7 @@ import numpy.typing as npt
 from simulator.devices import op_class
 from simulator.errors import CostModelError
 from simulator.files import InputTooLarge, parse_json, read_limited, write_atomic
-from simulator.graph import is_amount
+from simulator.graph import is_amount, short_repr
 
 FORMAT = "eagle-relevel/1"
 FACTORS = ("compute", "memory", "small")
@@ -67,6 +67,10 @@ SMALL_S = 20e-6
 # and the Inception-V3 report after it missed by 13.5% (results/fidelity/README.md, "The
 # split").
 STEP_MISS_WARNING = 0.08
+# The factors a re-level may hold: the largest shift measured between two machines was
+# x2.9 (issue 30: a committed cpu2 profile on another VM of the same kind), so a factor
+# beyond x100 either way is a damaged file, not a machine (1e300 priced steps at 1e300 s).
+FACTOR_RANGE = (0.01, 100.0)
 
 
 def relevel_dir() -> Path:
@@ -125,12 +129,19 @@ class Relevel:
     machine: str = ""  # `this_machine()` where measured; "" in files from before it
 
     def __post_init__(self) -> None:
+        names = ("host", "device_type", "date", "profile", "profile_sha", "machine")
+        if texts := [k for k in names if not isinstance(getattr(self, k), str)]:
+            raise CostModelError(
+                f"re-level: {texts[0]} must be a string, got "
+                f"{short_repr(getattr(self, texts[0]))}; rerun eagle-profile --relevel"
+            )
+        low, high = FACTOR_RANGE
         missing = [k for k in FACTORS if k not in self.factors]
-        bad = [k for k, v in self.factors.items() if not (is_amount(v) and v > 0)]
+        bad = [k for k, v in self.factors.items() if not (is_amount(v) and low <= v <= high)]
         if missing or bad:
             raise CostModelError(
                 f"re-level of {self.device_type!r} on {self.host!r}: factors {missing or bad} "
-                f"missing or not positive; rerun eagle-profile --relevel"
+                f"missing or not within x{low:g} to x{high:g}; rerun eagle-profile --relevel"
             )
         # a misspelt name would leave its factor's kernels at the profile's times unnoticed
         if unknown := sorted(set(self.factors) - set(FACTORS)):
@@ -218,17 +229,21 @@ def load(path: Path) -> Relevel:
         raise CostModelError(f"{path} is not a {FORMAT} file; rerun eagle-profile --relevel")
     try:
         return Relevel(
-            host=str(doc["host"]),
-            device_type=str(doc["device_type"]),
-            date=str(doc["date"]),
-            profile=str(doc["profile"]),
-            profile_sha=str(doc["profile_sha"]),
+            host=doc["host"],
+            device_type=doc["device_type"],
+            date=doc["date"],
+            profile=doc["profile"],
+            profile_sha=doc["profile_sha"],
             factors={str(k): float(v) for k, v in dict(doc["factors"]).items()},
             checks=dict(doc.get("checks", {})),
-            machine=str(doc.get("machine", "")),
+            machine=doc.get("machine", ""),
         )
     except (KeyError, TypeError, ValueError) as e:
-        raise CostModelError(f"re-level {path}: missing or bad field {e}") from None
+        raise CostModelError(
+            f"re-level {path}: missing or bad field {e}; rerun eagle-profile --relevel"
+        ) from None
+    except CostModelError as e:
+        raise CostModelError(f"{path}: {e}") from None
 
 
 def for_profile(

@@ -201,10 +201,19 @@ def test_stored_and_read_back_and_bad_files_refused(setup):
     with pytest.raises(CostModelError, match=r"factors \['small'\] missing"):
         relevels.Relevel("h", "npu", "d", "p", "s", {"compute": 1.0, "memory": 1.0})
     three = {"compute": 1.0, "memory": 1.0, "small": 1.0}
-    with pytest.raises(CostModelError, match=r"factors \['small'\] missing or not positive"):
-        relevels.Relevel("h", "npu", "d", "p", "s", three | {"small": float("inf")})
+    for wrong in (float("inf"), 1e300, 1e-320, 0.0):  # 1e300 priced steps at 1e300 s
+        with pytest.raises(CostModelError, match=r"factors \['small'\] missing or not within "
+                           r"x0\.01 to x100; rerun"):  # fmt: skip
+            relevels.Relevel("h", "npu", "d", "p", "s", three | {"small": wrong})
+    with pytest.raises(CostModelError, match=r"re-level: host must be a string, got \['vm'\]"):
+        relevels.Relevel(["vm"], "npu", "d", "p", "s", three)
     with pytest.raises(CostModelError, match=r"unknown factor\(s\) \['smal'\]; the factors are"):
         relevels.Relevel("h", "npu", "d", "p", "s", three | {"smal": 0.5})
+    _save(path)  # a file whose factor was edited: refused naming the file
+    doc = json.loads(saved.path().read_text())
+    saved.path().write_text(json.dumps(doc | {"factors": three | {"compute": 1e300}}))
+    with pytest.raises(CostModelError, match=rf"^{saved.path()}: re-level of 'npu'"):
+        relevels.load(saved.path())
 
 
 def test_level_drift_compares_the_one_worker_step_with_the_relevels(setup):
