@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,13 +64,16 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
     """Every record under `folder`, by name; none if the folder does not exist."""
     out = []
     for summary in sorted(folder.glob("*/summary.json")) if folder.is_dir() else []:
-        doc = run_dir.json_object(summary)
         try:
-            out.append(Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
-                              str(doc["cluster"]), float(doc["step_time"]),
-                              str(doc["found_by"])))  # fmt: skip
+            doc = run_dir.json_object(summary)
+            record = Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
+                            str(doc["cluster"]), float(doc["step_time"]),
+                            str(doc["found_by"]))  # fmt: skip
         except (KeyError, TypeError, ValueError) as e:
             raise BestKnownError(f"{summary}: not a best-known summary ({e})") from None
+        if not 0 < record.step_time < math.inf:
+            raise BestKnownError(f"{summary}: step_time {record.step_time} is not a step time")
+        out.append(record)
     return out
 
 
@@ -86,8 +90,12 @@ def record_problem(record: Record) -> Problem:
 
 
 def read_placement(problem: Problem, path: Path) -> IntArray:
-    """The placement file `path` (`{op: device}`), for `problem`'s graph and cluster."""
-    return placement_from_json(parse_json(read_limited(path)), problem.graph, problem.cluster)
+    """The placement file `path` (`{op: device}`), for `problem`'s graph and cluster;
+    BestKnownError naming it if it is unreadable or does not fit."""
+    try:
+        return placement_from_json(parse_json(read_limited(path)), problem.graph, problem.cluster)
+    except (OSError, ValueError, SimulatorError) as e:
+        raise BestKnownError(f"{path}: {e}") from None
 
 
 def simulate_file(problem: Problem, path: Path) -> tuple[float, bool, str | None]:

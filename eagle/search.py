@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,7 +227,9 @@ def load_checkpoint(
     or cost model's content, the agent's settings, the seed)."""
     afresh = "delete it or start afresh with resume=false"
     try:
-        doc = torch.load(path, weights_only=True)  # tensors and plain data only: no code
+        with warnings.catch_warnings():  # torch warns about a foreign pickle, then refuses it
+            warnings.simplefilter("ignore")
+            doc = torch.load(path, weights_only=True)  # tensors and plain data only: no code
     except Exception as e:  # torch raises many kinds for a corrupt or foreign file; its
         # messages run to paragraphs of advice that does not apply here, so name the kind
         raise RunError(

@@ -53,6 +53,26 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     assert best_known.main(["check", "--dir", str(records)]) == 1
     assert "bert-small__p100x4: stored" in capsys.readouterr().out
 
+    # records are data: what is damaged is named in one line, with the file
+    placement = record.path / "placement.json"
+    good = placement.read_text()
+    damaged = [
+        (summary, "[1]", f"{summary}: not a best-known summary"),
+        (summary, json.dumps({**doc, "step_time": float("nan")}), "step_time nan is not"),
+        (placement, good[: len(good) // 2], f"{placement}: "),
+        (placement, None, f"{placement}: "),
+    ]
+    for file, content, message in damaged:
+        if content is None:
+            file.unlink()
+        else:
+            file.write_text(content)
+        assert best_known.main(["check", "--dir", str(records)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("eagle-best: error: ") and message in line, line
+        summary.write_text(json.dumps(doc))
+        placement.write_text(good)
+
 
 def test_update_refuses_what_it_cannot_read(tmp_path, capsys):
     assert best_known.main(["update", str(tmp_path / "nowhere"), "--dir", str(tmp_path)]) == 2
