@@ -61,7 +61,10 @@ def _read_placement(path: str, graph: OpGraph, cluster: Cluster) -> IntArray:
         raise PlacementError(f"{path}: not valid JSON ({e})") from None
     except OSError as e:
         raise PlacementError(f"cannot read placement file {path}: {e.strerror or e}") from None
-    return placement_from_json(doc, graph, cluster)
+    try:
+        return placement_from_json(doc, graph, cluster)
+    except PlacementError as e:
+        raise PlacementError(f"{path}: {e}") from None
 
 
 def _summary(

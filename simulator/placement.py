@@ -74,6 +74,8 @@ def placement_from_json(doc: Any, graph: OpGraph, cluster: Cluster) -> IntArray:
     fails loudly instead of leaving an op on a default device.
     """
     if isinstance(doc, list):
+        if any(isinstance(x, bool) for x in doc):  # numpy would read true as device 1
+            raise PlacementError("a placement list must hold device indices, not true/false")
         return check_placement(graph, cluster, doc)
     if not isinstance(doc, Mapping):
         raise PlacementError("a placement file must be a JSON list or an {op: device} object")

@@ -367,6 +367,7 @@ def test_placement_file_not_json(capsys, files, tmp_path):
         ([0, 1, 2, 0], ["op 'c' is placed on device 2", "devices 0..1"]),
         ([0, -1, 0, 0], ["op 'b' is placed on device -1"]),
         ([0, 0.5, 0, 0], ["integer device indices"]),
+        ([0, True, 0, 0], ["device indices, not true/false"]),  # not device 1
         ("d0", ["a JSON list or an {op: device} object"]),
     ],
 )
@@ -374,7 +375,7 @@ def test_bad_placement(capsys, files, tmp_path, doc, fragments):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
     argv = [files["graph"], "--cluster", files["cluster"], "--placement", str(path)]
-    _fails(capsys, argv, *fragments)
+    _fails(capsys, argv, f"{path}: ", *fragments)  # the file, then what is wrong in it
 
 
 def test_trace_path_not_writable(capsys, files, tmp_path):
