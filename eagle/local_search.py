@@ -299,7 +299,13 @@ class LocalSearchPlacer(Placer):
         graph, cluster = self.problem.graph, self.problem.cluster
         file, current = state["start_file"], state["current"]
         self.start_file = None if file is None else check_placement(graph, cluster, file)
-        self.current = None if current is None else check_placement(graph, cluster, current)
+        if current is not None:  # a device per placement unit
+            units = np.asarray(current)
+            if (units.shape != (self.num_units,) or units.dtype.kind not in "iu"
+                    or not np.all((units >= 0) & (units < cluster.num_devices))):  # fmt: skip
+                raise ValueError("its current placement is not a device per placement unit")
+            current = units.astype(np.int64)
+        self.current = current
         self.current_time = float(state["current_time"])
         self.temperature = float(state["temperature"])
         self.pending = {int(u): int(d) for u, d in state["pending"]}
