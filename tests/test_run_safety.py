@@ -174,21 +174,24 @@ def test_a_checkpoint_of_another_format_is_refused(files, tmp_path):
         run(toy_cfg(files, "budget.samples=16"), out)
 
 
+# a small learned placer, RL alone: its checkpoint holds a policy and an optimizer
+LEARNED = [
+    "agent=hierarchical", "agent.hidden=16", "agent.num_groups=4",
+    "agent.warm_start=none", "agent.imitation_steps=0", "agent.rl_samples=null",
+]  # fmt: skip
+
+
 def test_a_checkpoint_whose_policy_is_not_finite_is_refused(files, tmp_path):
     import torch
 
     out = tmp_path / "run"
-    learned = [
-        "agent=hierarchical", "agent.hidden=16", "agent.warm_start=none",
-        "agent.imitation_steps=0", "agent.rl_samples=null", "agent.num_groups=4",
-    ]  # fmt: skip
-    run(toy_cfg(files, *learned, "budget.samples=8"), out)
+    run(toy_cfg(files, *LEARNED, "budget.samples=8"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
     doc["placer"]["policy"]["placer.project.bias"][0] = float("nan")
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint \(the "
                        r"policy's weights are not all finite\); delete it"):  # fmt: skip
-        run(toy_cfg(files, *learned, "budget.samples=16"), out)
+        run(toy_cfg(files, *LEARNED, "budget.samples=16"), out)
 
 
 def _damaged(doc, change):
@@ -241,11 +244,7 @@ def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change
     import torch
 
     out = tmp_path / "run"
-    learned = [
-        "agent=hierarchical", "agent.hidden=16", "agent.num_groups=4",
-        "agent.warm_start=none", "agent.imitation_steps=0", "agent.rl_samples=null",
-    ]  # fmt: skip
-    run(toy_cfg(files, *learned, "budget.samples=8"), out)
+    run(toy_cfg(files, *LEARNED, "budget.samples=8"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
     placer = doc["placer"]
     if change == "optimizer":
@@ -258,7 +257,7 @@ def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change
         placer["samples_seen"] = -1
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint"):
-        run(toy_cfg(files, *learned, "budget.samples=16"), out)
+        run(toy_cfg(files, *LEARNED, "budget.samples=16"), out)
 
 
 # ---- 3. one writer per run dir -----------------------------------------------------------
