@@ -69,7 +69,7 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
             record = Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
                             str(doc["cluster"]), float(doc["step_time"]),
                             str(doc["found_by"]))  # fmt: skip
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise BestKnownError(f"{summary}: not a best-known summary ({e})") from None
         if not 0 < record.step_time < math.inf:
             raise BestKnownError(f"{summary}: step_time {record.step_time} is not a step time")

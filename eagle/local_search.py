@@ -38,6 +38,7 @@ independent improvements found in one batch are not lost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from eagle.baselines import (
     SinglePlacer,
 )
 from eagle.errors import PlacerError
-from eagle.placer import Evaluation, Placer
+from eagle.placer import Evaluation, Placer, count
 from eagle.problem import Problem
 from simulator import placement_from_json, simulate
 from simulator.files import parse_json, read_limited
@@ -293,7 +294,7 @@ class LocalSearchPlacer(Placer):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.starts = self.starts[len(self.starts) - int(state["starts_left"]) :]
+        self.starts = self.starts[len(self.starts) - starts_left_in(state, len(self.starts)) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         graph, cluster = self.problem.graph, self.problem.cluster
@@ -309,10 +310,19 @@ class LocalSearchPlacer(Placer):
         self.current_time = float(state["current_time"])
         self.temperature = float(state["temperature"])
         self.pending = {int(u): int(d) for u, d in state["pending"]}
-        if not all(0 <= d < cluster.num_devices for d in self.pending.values()):
-            raise ValueError("a pending move is to a device the cluster does not have")
+        if not all(0 <= u < self.num_units and 0 <= d < cluster.num_devices
+                   for u, d in self.pending.items()):  # fmt: skip
+            raise ValueError("a pending move is not of a placement unit to a device")
         if self.current is not None:
             self._find_critical()
+
+
+def starts_left_in(state: Mapping[str, Any], starts: int) -> int:
+    """How many of the `starts` start placers a checkpoint says are still to run."""
+    left = count(state["starts_left"], "starts_left")
+    if left > starts:
+        raise ValueError(f"starts_left {left} is more than the {starts} start placers")
+    return left
 
 
 def start_placers(

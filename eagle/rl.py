@@ -70,7 +70,13 @@ import torch
 from torch import nn
 
 from eagle.errors import ConfigError, PlacerError
-from eagle.local_search import STARTS, LocalSearchPlacer, ask_starts, start_placers
+from eagle.local_search import (
+    STARTS,
+    LocalSearchPlacer,
+    ask_starts,
+    start_placers,
+    starts_left_in,
+)
 from eagle.placer import Evaluation, Placer, count
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray
@@ -489,14 +495,19 @@ class PolicyGradientPlacer(Placer):
         self.policy.load_state_dict(state["policy"])
         if not all(bool(torch.isfinite(p).all()) for p in self.policy.parameters()):
             raise ValueError("the policy's weights are not all finite")  # it could not sample
+        settings = _optimizer_settings(self.optimizer)
         self.optimizer.load_state_dict(state["optimizer"])
-        for param, moments in self.optimizer.state.items():  # torch does not check them
+        # torch does not check them: the settings must be this agent's (the checkpoint's
+        # meta holds its keys), the moments the shapes of the weights
+        if _optimizer_settings(self.optimizer) != settings:
+            raise ValueError("the optimizer's settings are not this agent's")
+        for param, moments in self.optimizer.state.items():
             if any(m.shape != param.shape for m in moments.values() if m.ndim):
                 raise ValueError("the optimizer's state does not fit the policy's weights")
         self.generator.set_state(state["generator"])
         self.baseline = float(state["baseline"])
         self.samples_seen = count(state["samples_seen"], "samples_seen")
-        self.starts = self.starts[len(self.starts) - int(state["starts_left"]) :]
+        self.starts = self.starts[len(self.starts) - starts_left_in(state, len(self.starts)) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         self.anchored = bool(state["anchored"])
@@ -511,9 +522,15 @@ class PolicyGradientPlacer(Placer):
         self.window.clear()
         self.window.extend(_window_from_state(state))
         if state["refiner"] is not None:
-            assert self.best_placement is not None
+            if self.best_placement is None:
+                raise ValueError("a refinement without a best placement to start from")
             self.refiner = self._make_refiner(self.best_placement)
             self.refiner.load_state_dict(state["refiner"])
+
+
+def _optimizer_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each parameter group's settings (learning rate, betas, ...), without its weights."""
+    return [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
 
 
 def _window_state(window: deque[tuple[float, Rollout, int]]) -> dict[str, Any]:

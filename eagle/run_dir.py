@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import io
 import json
-import math
 import os
 import subprocess
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ import yaml
 from eagle.errors import ConfigError, RunError
 from eagle.problem import check_plain
 from simulator.files import NoAliasLoader, YamlRefused, parse_json, read_limited, write_atomic
-from simulator.graph import short_repr
+from simulator.graph import is_amount, short_repr
 
 SUMMARY = "summary.json"
 METRICS = "metrics.csv"
@@ -187,7 +186,7 @@ def _check_summary(summary: dict[str, Any]) -> None:
         if key in summary and type(summary[key]) is not int:  # iterations: optional
             raise RunDirError(f"{SUMMARY}: {key} must be an integer, got {summary[key]!r}")
     for key in ("best_step_time", "wall_s", "lower_bound"):  # eagle-run writes finite ones
-        if type(summary[key]) not in (int, float) or not 0 <= summary[key] < math.inf:
+        if not is_amount(summary[key]):
             raise RunDirError(
                 f"{SUMMARY}: {key} must be a finite number >= 0, got {short_repr(summary[key])}"
             )

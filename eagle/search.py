@@ -254,7 +254,8 @@ def load_checkpoint(
         evaluator.load_state_dict(doc["evaluator"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError,
             SimulatorError) as e:  # fmt: skip
-        what = str(e) if isinstance(e, ValueError) and len(str(e)) <= 80 else type(e).__name__
+        said = isinstance(e, ValueError | SimulatorError) and len(str(e)) <= 200
+        what = str(e) if said else type(e).__name__
         raise RunError(f"{path} is a damaged checkpoint ({what}); {afresh}") from None
     return state
 
@@ -283,13 +284,22 @@ def _loop_state(loop: Any, problem: Problem) -> SearchState:
     if best is None:
         if state.best_step_time != math.inf or state.best_valid:
             raise ValueError("a best step time without a best placement")
-        return state
-    again = simulate_batch(problem.graph, best[None], problem.cluster, problem.cost_model)
-    recorded = state.best_step_time
-    same = isinstance(recorded, float) and bool(again.valid[0]) == state.best_valid
-    if not (same and np.isclose(again.step_time[0], recorded, rtol=1e-9, atol=0, equal_nan=True)):
+    elif not _takes(problem, state):
         raise ValueError("its best placement does not take the step time it records")
     return state
+
+
+def _takes(problem: Problem, state: SearchState) -> bool:
+    """Whether the state's best placement, simulated again, takes the step time (and
+    validity) recorded for it."""
+    assert state.best_placement is not None
+    p = problem
+    again = simulate_batch(p.graph, state.best_placement[None], p.cluster, p.cost_model)
+    recorded = state.best_step_time
+    same = isinstance(recorded, float) and bool(again.valid[0]) == state.best_valid
+    return same and bool(
+        np.isclose(again.step_time[0], recorded, rtol=1e-9, atol=0, equal_nan=True)
+    )
 
 
 def search(
@@ -315,7 +325,8 @@ def search(
     meta = checkpoint_meta or {}
     evaluator = Evaluator(problem)
     state = SearchState()
-    if checkpoint is not None and checkpoint.exists():
+    resumed = checkpoint is not None and checkpoint.exists()
+    if checkpoint is not None and resumed:
         state = load_checkpoint(checkpoint, placer, evaluator, meta)
 
     def save() -> None:
@@ -377,6 +388,11 @@ def search(
     save()
     if state.best_placement is None:
         raise RunError(f"{type(placer).__name__} proposed no placement before stopping")
+    if resumed and not _takes(problem, state):  # the checkpoint's memo lied about it
+        raise RunError(
+            f"{checkpoint} is a damaged checkpoint (its remembered simulations disagree "
+            "with the simulator); delete it or start afresh with resume=false"
+        )
     return SearchResult(
         best_placement=state.best_placement,
         best_step_time=state.best_step_time,

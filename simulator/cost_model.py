@@ -28,7 +28,7 @@ import numpy as np
 from simulator import relevel as relevels
 from simulator.cluster import Cluster
 from simulator.devices import DATASHEET, OP_CLASSES, Roofline, op_class
-from simulator.errors import CostModelError
+from simulator.errors import ClusterError, CostModelError
 from simulator.graph import FloatArray, OpGraph
 from simulator.profile import Profile
 
@@ -115,7 +115,13 @@ class CostModel:
                 continue
             t = profile.device_type
             measured[t] = profile.measured()
-            rooflines[t] = Roofline(**profile.fit["roofline"])
+            try:
+                rooflines[t] = Roofline(**profile.fit["roofline"])
+            except (KeyError, TypeError, ClusterError) as e:
+                raise CostModelError(
+                    f"profile {path}: fit.roofline is not a roofline ({e}); re-measure it "
+                    "with eagle-profile"
+                ) from None
             overhead[t] = float(profile.fit.get("op_overhead", 0.0))
             sources[t] = (
                 f"measured profile ({profile.meta.get('device')}, {profile.meta.get('date')})"

@@ -41,6 +41,8 @@ def _out_of_range(graph: OpGraph, cluster: Cluster, array: IntArray) -> None:
 
 def check_placement(graph: OpGraph, cluster: Cluster, placement: npt.ArrayLike) -> IntArray:
     """Return `placement` as an int64 array of length num_ops, or raise PlacementError."""
+    if isinstance(placement, list | tuple) and any(isinstance(x, bool) for x in placement):
+        raise PlacementError("a placement holds integer device indices, not true/false")
     try:
         array = np.asarray(placement)
     except (TypeError, ValueError) as e:
@@ -74,8 +76,6 @@ def placement_from_json(doc: Any, graph: OpGraph, cluster: Cluster) -> IntArray:
     fails loudly instead of leaving an op on a default device.
     """
     if isinstance(doc, list):
-        if any(isinstance(x, bool) for x in doc):  # numpy would read true as device 1
-            raise PlacementError("a placement list must hold device indices, not true/false")
         return check_placement(graph, cluster, doc)
     if not isinstance(doc, Mapping):
         raise PlacementError("a placement file must be a JSON list or an {op: device} object")

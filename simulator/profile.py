@@ -120,8 +120,8 @@ class Profile:
 # What each row must hold for the cost model and `eagle-profile --refit` to use it: the
 # names are strings, the sizes and times finite numbers >= 0 (optional ones when given).
 _OP_TEXT = ("signature", "type")
-_OP_AMOUNTS = ("median_s",)
-_OP_OPTIONAL = ("in_step_s", "flops", "bytes", "spread_s")
+_OP_AMOUNTS = ("median_s", "flops", "bytes")
+_OP_OPTIONAL = ("in_step_s", "spread_s")
 _COPY_AMOUNTS = ("bytes", "median_s")
 
 
@@ -137,6 +137,12 @@ def _check_parts(doc: Mapping[str, Any], path: Path) -> None:
                 f"profile {path}: '{key}' must be a {'mapping' if kind is Mapping else 'list'}, "
                 f"got {short_repr(doc[key])}; {fix}"
             )
+    overhead = doc.get("fit", {}).get("op_overhead", 0.0)
+    if not is_amount(overhead):
+        raise CostModelError(
+            f"profile {path}: fit.op_overhead must be a time >= 0, got {short_repr(overhead)}; "
+            f"{fix}"
+        )
     for part, text, amounts, optional in (("ops", _OP_TEXT, _OP_AMOUNTS, _OP_OPTIONAL),
                                           ("copies", (), _COPY_AMOUNTS, ())):  # fmt: skip
         for i, row in enumerate(doc.get(part, [])):

@@ -234,7 +234,7 @@ def load(path: Path) -> Relevel:
             date=doc["date"],
             profile=doc["profile"],
             profile_sha=doc["profile_sha"],
-            factors={str(k): float(v) for k, v in dict(doc["factors"]).items()},
+            factors={str(k): v for k, v in dict(doc["factors"]).items()},
             checks=dict(doc.get("checks", {})),
             machine=doc.get("machine", ""),
         )

@@ -59,6 +59,7 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     damaged = [
         (summary, "[1]", f"{summary}: not a best-known summary"),
         (summary, json.dumps({**doc, "step_time": float("nan")}), "step_time nan is not"),
+        (summary, json.dumps({**doc, "step_time": 10**400}), "not a best-known summary"),
         (placement, good[: len(good) // 2], f"{placement}: "),
         (placement, None, f"{placement}: "),
     ]

@@ -367,7 +367,7 @@ def test_placement_file_not_json(capsys, files, tmp_path):
         ([0, 1, 2, 0], ["op 'c' is placed on device 2", "devices 0..1"]),
         ([0, -1, 0, 0], ["op 'b' is placed on device -1"]),
         ([0, 0.5, 0, 0], ["integer device indices"]),
-        ([0, True, 0, 0], ["device indices, not true/false"]),  # not device 1
+        ([0, True, 0, 0], ["integer device indices, not true/false"]),  # not device 1
         ("d0", ["a JSON list or an {op: device} object"]),
     ],
 )

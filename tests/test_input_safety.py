@@ -356,7 +356,7 @@ def _profile() -> Profile:
     return Profile(
         device_type="npu",
         meta={"device": "test"},
-        ops=[{"signature": "s", "type": "aten.s", "median_s": 1e-3}],
+        ops=[{"signature": "s", "type": "aten.s", "flops": 0, "bytes": 0, "median_s": 1e-3}],
         fit={"op_overhead": 0.0},
         complete=True,
     )

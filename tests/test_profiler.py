@@ -65,7 +65,7 @@ def test_profile_resumes_and_records_failures(tmp_path):
 
 
 def test_profile_file_round_trip_and_refusals(tmp_path):
-    row = {"signature": "s", "type": "aten.s", "median_s": 1.0}
+    row = {"signature": "s", "type": "aten.s", "flops": 1.0, "bytes": 8.0, "median_s": 1.0}
     profile = Profile("cpu-worker", {"device": "cpu"}, ops=[row])
     path = tmp_path / "p.json.gz"
     profile.save(path)
@@ -83,12 +83,13 @@ def test_profile_file_round_trip_and_refusals(tmp_path):
     [
         ({"ops": 5}, r"'ops' must be a list, got 5"),
         ({"fit": [1]}, r"'fit' must be a mapping, got \[1\]"),
-        ({"ops": [{"signature": "s", "type": "aten.s", "median_s": "x"}]},
+        ({"ops": [{"signature": "s", "type": "aten.s", "flops": 0, "bytes": 0, "median_s": "x"}]},
          r"ops\[0\] has a missing or bad median_s \('x'\)"),
-        ({"ops": [{"signature": "s", "median_s": 1.0}]},
+        ({"ops": [{"signature": "s", "flops": 0, "bytes": 0, "median_s": 1.0}]},
          r"ops\[0\] has a missing or bad type \(None\)"),
         ({"copies": [{"bytes": float("nan"), "median_s": 1e-6}]},
          r"copies\[0\] has a missing or bad bytes \(nan\)"),
+        ({"fit": {"op_overhead": -1.0}}, r"fit.op_overhead must be a time >= 0, got -1.0"),
     ],
 )  # fmt: skip
 def test_a_profile_with_a_bad_part_is_refused_naming_it(tmp_path, change, message):
@@ -137,7 +138,8 @@ def test_cli_profiles_a_suite_and_the_cost_model_uses_it(
     i = next(k for k, s in enumerate(graph.signatures) if s is not None)
     row = next(r for r in profile.ops if r["signature"] == graph.signatures[i])
     assert times[i] == row["in_step_s"] > 0  # bert-small ran: its ops' in-step times
-    full = Profile("cpu-worker", {}, ops=[{"signature": "s", "type": "aten.s", "median_s": 1.0}],
+    full = Profile("cpu-worker", {}, ops=[{"signature": "s", "type": "aten.s", "flops": 1.0,
+                                          "bytes": 8.0, "median_s": 1.0}],
                    fit={"op_overhead": 0.5})  # fmt: skip
     assert full.measured() == {"s": 1.5}  # timed alone only: plus the step overhead
     assert "held-out accuracy" in capsys.readouterr().out
@@ -281,3 +283,15 @@ def test_cuda_kernels_are_timed_by_events():
     assert {r["signature"] for r in profile.ops} == {c.signature for c in calls}
     # each a few microseconds on the GPU: far below a CPU timer's launch-to-sync time
     assert all(0 < r["median_s"] < 1e-3 for r in profile.ops)
+
+
+def test_a_profile_whose_roofline_is_not_one_is_refused_naming_it(tmp_path):
+    """The fit's roofline is priced from: a damaged one is named, with the fix (a missing
+    one was a KeyError, an unknown key a TypeError)."""
+    doc = json.loads(gzip.decompress((PROFILE_DIR / "cpu-worker.json.gz").read_bytes()))
+    for i, roofline in enumerate(({}, {**doc["fit"]["roofline"], "speed": 1}, {"peak_flops": 1})):
+        path = tmp_path / f"cpu-worker-{i}.json"  # one file each: profiles are cached by path
+        path.write_text(json.dumps({**doc, "fit": {**doc["fit"], "roofline": roofline}}))
+        with pytest.raises(CostModelError, match=rf"profile {path}: fit.roofline is not a "
+                           r"roofline \(.*\); re-measure it with eagle-profile"):  # fmt: skip
+            CostModel.default(Cluster.load("cpu2"), [path], relevel=False)

@@ -32,7 +32,10 @@ def setup(tmp_path, monkeypatch):
     profile = Profile(
         device_type="npu",
         meta={"device": "test", "date": "2026-12-01"},
-        ops=[{"signature": s, "type": t, "median_s": m, "in_step_s": m + 10e-6} for s, t, m in OPS],
+        ops=[
+            dict(signature=s, type=t, flops=0, bytes=0, median_s=m, in_step_s=m + 10e-6)
+            for s, t, m in OPS
+        ],
         fit={"roofline": ROOF, "op_overhead": 10e-6},
         complete=True,
     )
@@ -201,7 +204,8 @@ def test_stored_and_read_back_and_bad_files_refused(setup):
     with pytest.raises(CostModelError, match=r"factors \['small'\] missing"):
         relevels.Relevel("h", "npu", "d", "p", "s", {"compute": 1.0, "memory": 1.0})
     three = {"compute": 1.0, "memory": 1.0, "small": 1.0}
-    for wrong in (float("inf"), 1e300, 1e-320, 0.0):  # 1e300 priced steps at 1e300 s
+    # 1e300 priced steps at 1e300 s; true and "1.5" are not what the writer writes
+    for wrong in (float("inf"), 1e300, 1e-320, 0.0, 10**400, True, "1.5"):
         with pytest.raises(CostModelError, match=r"factors \['small'\] missing or not within "
                            r"x0\.01 to x100; rerun"):  # fmt: skip
             relevels.Relevel("h", "npu", "d", "p", "s", three | {"small": wrong})

@@ -239,7 +239,38 @@ def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path
         run(toy_cfg(files, "budget.samples=16"), out)
 
 
-@pytest.mark.parametrize("change", ["optimizer", "prior", "best placement", "samples_seen"])
+def test_a_checkpoint_whose_remembered_simulations_lie_is_refused(files, tmp_path):
+    """The memo is trusted as it is used (re-simulating it would change `sim_calls`), so
+    the run's best is simulated again at the end: a memo that made a placement look
+    1e-9 s fast is caught before the summary says so."""
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=16"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    memo = doc["evaluator"]["memo"]
+    doc["evaluator"]["memo"] = [(key, (1e-9, True, None)) for key, _ in memo]
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"damaged checkpoint \(its remembered simulations "
+                       r"disagree with the simulator\)"):  # fmt: skip
+        run(toy_cfg(files, "budget.samples=400"), out)
+
+
+def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path):
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "agent=local_search", "budget.samples=40"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    doc["placer"]["pending"] = [(99, 0)]  # a move of a unit the graph does not have
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"damaged checkpoint \(a pending move is not"):
+        run(toy_cfg(files, "agent=local_search", "budget.samples=80"), out)
+
+
+@pytest.mark.parametrize(
+    "change", ["optimizer", "learning rate", "prior", "best placement", "samples_seen"]
+)
 def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change):
     import torch
 
@@ -249,6 +280,8 @@ def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change
     placer = doc["placer"]
     if change == "optimizer":
         placer["optimizer"]["state"][0]["exp_avg"] = torch.zeros(2)
+    elif change == "learning rate":  # NaN weights after the first step
+        placer["optimizer"]["param_groups"][0]["lr"] = float("nan")
     elif change == "prior":
         placer["policy"]["prior_groups"].fill_(10**6)
     elif change == "best placement":
@@ -436,6 +469,7 @@ def test_a_run_with_a_corrupt_file_is_skipped_naming_it(sweep, tmp_path, file, c
         ("cost_model", {"p100": 7}, "cost_model must map device types to strings"),
         ("best_step_time", float("nan"), "best_step_time must be a finite number >= 0, got nan"),
         ("lower_bound", float("inf"), "lower_bound must be a finite number >= 0, got inf"),
+        ("wall_s", 10**400, "wall_s must be a finite number >= 0"),  # beyond a float
     ],
 )
 def test_a_summary_with_a_bad_value_is_skipped_naming_it(sweep, tmp_path, key, value, warning):

@@ -77,6 +77,7 @@ class MTopoPlacer(MemoryRetryPlacer):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         shares = np.asarray(state["shares"], dtype=np.float64)
-        if shares.shape != self.shares.shape or not np.all(np.isfinite(shares) & (shares >= 0)):
+        fractions = np.all(np.isfinite(shares) & (shares > 0)) and np.isclose(shares.sum(), 1)
+        if shares.shape != self.shares.shape or not fractions:
             raise ValueError("its devices' shares are not one fraction per device")
         self.shares = shares
