@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import json
 import os
 import subprocess
@@ -30,7 +29,14 @@ import yaml
 
 from eagle.errors import ConfigError, RunError
 from eagle.problem import check_plain
-from simulator.files import NoAliasLoader, YamlRefused, parse_json, read_limited, write_atomic
+from simulator.files import (
+    NoAliasLoader,
+    YamlRefused,
+    parse_csv,
+    parse_json,
+    read_limited,
+    write_atomic,
+)
 from simulator.graph import is_amount, short_repr
 
 SUMMARY = "summary.json"
@@ -205,8 +211,8 @@ def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     """`metrics.csv` with its standard columns and as many rows as the summary's
     iterations (a file cut short is refused, not silently used)."""
     try:
-        frame = pd.read_csv(io.BytesIO(read_limited(path)))
-    except (OSError, ValueError, pd.errors.ParserError) as e:
+        frame = parse_csv(read_limited(path))
+    except (OSError, ValueError) as e:
         raise RunDirError(f"unreadable {METRICS} ({_one_line(e)})") from None
     needed = ("samples", "wall_s", "best_step_time")
     missing = [c for c in needed if c not in frame.columns]

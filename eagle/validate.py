@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import platform
 import sys
@@ -77,7 +76,7 @@ from eagle.problem import Problem, problem_from_config
 from simulator import Cluster, CostModel, OpGraph, SimulatorError, placement_from_json
 from simulator import relevel as relevels
 from simulator.errors import CostModelError, PlacementError
-from simulator.files import parse_json, read_limited
+from simulator.files import parse_csv, parse_json, read_limited
 from simulator.graph import IntArray, is_amount
 from simulator.hardware.executor import Program
 from simulator.hardware.fidelity import (
@@ -393,7 +392,7 @@ def _measured(folder: Path, graph: OpGraph, cluster: Cluster) -> Times:
         )
     try:
         placements = parse_json(read_limited(folder / PLACEMENTS_FILE))
-        points = pd.read_csv(io.BytesIO(read_limited(folder / "points.csv")))
+        points = parse_csv(read_limited(folder / "points.csv"))
     except (OSError, ValueError) as e:  # pandas' parse errors are ValueErrors too
         raise ValidateError(f"{folder}: unreadable report file ({e})") from None
     if not isinstance(placements, dict):

@@ -11,15 +11,18 @@ file; it is created with the user's umask, like any other file they make.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
 import secrets
 import sys
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 # A cap on the bytes of one data file after decompression. The largest graph the suite
@@ -99,6 +102,20 @@ def parse_json(data: bytes) -> Any:
         if type(e) is not ValueError:  # JSONDecodeError, UnicodeDecodeError: say as is
             raise
         raise ValueError(_long_integer(data, e)) from None
+
+
+def parse_csv(data: bytes) -> pd.DataFrame:
+    """The CSV table in `data`, its first line the header; every failure is a one-line
+    ValueError. A row longer than the header is refused: pandas would take its first
+    fields as the row's index and shift every named column onto the wrong values."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            return pd.read_csv(io.BytesIO(data), index_col=False)
+        except pd.errors.ParserWarning:
+            raise ValueError("a row has more fields than the header") from None
+        except pd.errors.ParserError as e:  # a ValueError, but messages of many lines
+            raise ValueError(" ".join(str(e).split())) from None
 
 
 def _long_integer(data: bytes, error: ValueError) -> str:

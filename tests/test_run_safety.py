@@ -448,6 +448,8 @@ def toy_cfg_for(root: Path):
         ("config.yaml", "suite: [unclosed\n", "unreadable config.yaml"),
         ("summary.json", '{"suite": 1}', "summary.json lacks agent"),
         ("metrics.csv", "", "unreadable metrics.csv"),
+        ("metrics.csv", "iteration,samples,wall_s,best_step_time\n1,4,0.1,3,7\n",
+         "unreadable metrics.csv (a row has more fields than the header)"),  # shifted columns
         ("metrics.csv", "iteration,samples,wall_s,best_step_time\n1,4,0.1,3\n2,8,0.1,3\n"
          "3,12,0.1,3\n4,16,0.1,3.0e", "non-numeric values"),
     ],

@@ -235,6 +235,11 @@ def test_a_pooled_report_that_does_not_fit_is_refused_naming_it(tmp_path, cached
     with pytest.raises(ValidateError, match=rf"points\.csv: placement '{label}' has measured "
                        r"nan, not a time"):  # fmt: skip
         _measured(report, graph, cluster)
+    rows = (report / "points.csv").read_text().splitlines()
+    (report / "points.csv").write_text("\n".join([rows[0], rows[1] + ",1,2", *rows[2:]]))
+    with pytest.raises(ValidateError, match=r"bert: unreadable report file \(a row has more "
+                       r"fields than the header\)"):  # fmt: skip
+        _measured(report, graph, cluster)  # it read placement "True" (the columns shifted)
     (report / "placements.json.gz").write_bytes(b"\x1f\x8b not gzip")
     with pytest.raises(ValidateError, match=r"bert: unreadable report file"):
         _measured(report, graph, cluster)
