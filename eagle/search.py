@@ -281,9 +281,9 @@ def _loop_state(loop: Any, problem: Problem) -> SearchState:
         for row in state.rows
     ):
         raise ValueError("rows are not the metrics' rows")
-    if best is None:
-        if state.best_step_time != math.inf or state.best_valid:
-            raise ValueError("a best step time without a best placement")
+    if best is None:  # only before the first batch: every batch offers a best
+        if state.samples or state.best_step_time != math.inf or state.best_valid:
+            raise ValueError("samples or a best step time without a best placement")
     elif not _takes(problem, state):
         raise ValueError("its best placement does not take the step time it records")
     return state

@@ -216,6 +216,9 @@ def _damaged(doc, change):
         loop["best_step_time"] = float("nan")
     elif change == "step time better than its placement's":
         loop["best_step_time"] *= 0.5
+    elif change == "no best placement":  # the placer is done: it would propose none
+        loop["best_placement"] = None
+        loop["best_step_time"], loop["best_valid"] = float("inf"), False
     elif change == "memo":
         doc["evaluator"]["memo"] = [(b"k" * 16, ("fast", True, None))]
 
@@ -223,7 +226,8 @@ def _damaged(doc, change):
 @pytest.mark.parametrize(
     "change",
     ["samples", "wall_s", "rows", "short placement", "device out of range", "negative device",
-     "step time a string", "step time nan", "step time better than its placement's", "memo"],
+     "step time a string", "step time nan", "step time better than its placement's",
+     "no best placement", "memo"],
 )  # fmt: skip
 def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path, change):
     """A checkpoint may come from someone else: what it says is checked, so a resume never
