@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from eagle.errors import EagleError
 from eagle.problem import Problem, problem_from_config
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
-from simulator.graph import IntArray
+from simulator.graph import IntArray, is_amount, short_repr
 
 # The committed records, where this package runs from a clone of the repo.
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "results" / "best_known"
@@ -66,14 +65,14 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
     for summary in sorted(folder.glob("*/summary.json")) if folder.is_dir() else []:
         try:
             doc = run_dir.json_object(summary)
-            record = Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
-                            str(doc["cluster"]), float(doc["step_time"]),
-                            str(doc["found_by"]))  # fmt: skip
-        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            step_time = doc["step_time"]
+            if not (is_amount(step_time) and step_time > 0):  # also one beyond a float's
+                raise ValueError(f"step_time {short_repr(step_time)} is not a step time")
+            out.append(Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
+                              str(doc["cluster"]), float(step_time),
+                              str(doc["found_by"])))  # fmt: skip
+        except (KeyError, TypeError, ValueError) as e:
             raise BestKnownError(f"{summary}: not a best-known summary ({e})") from None
-        if not 0 < record.step_time < math.inf:
-            raise BestKnownError(f"{summary}: step_time {record.step_time} is not a step time")
-        out.append(record)
     return out
 
 

@@ -293,8 +293,8 @@ def _takes(problem: Problem, state: SearchState) -> bool:
     """Whether the state's best placement, simulated again, takes the step time (and
     validity) recorded for it."""
     assert state.best_placement is not None
-    p = problem
-    again = simulate_batch(p.graph, state.best_placement[None], p.cluster, p.cost_model)
+    best = state.best_placement[None]
+    again = simulate_batch(problem.graph, best, problem.cluster, problem.cost_model)
     recorded = state.best_step_time
     same = isinstance(recorded, float) and bool(again.valid[0]) == state.best_valid
     return same and bool(
