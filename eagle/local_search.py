@@ -54,7 +54,7 @@ from eagle.baselines import (
     SinglePlacer,
 )
 from eagle.errors import PlacerError
-from eagle.placer import Evaluation, Placer, count
+from eagle.placer import Evaluation, Placer, count, seconds
 from eagle.problem import Problem
 from simulator import placement_from_json, simulate
 from simulator.files import parse_json, read_limited
@@ -307,8 +307,16 @@ class LocalSearchPlacer(Placer):
                 raise ValueError("its current placement is not a device per placement unit")
             current = units.astype(np.int64)
         self.current = current
-        self.current_time = float(state["current_time"])
-        self.temperature = float(state["temperature"])
+        self.current_time = seconds(state["current_time"], "current_time", np.inf)
+        # moves are judged against it: a time too low would stall the search
+        if (current is None) != (self.current_time == np.inf) or (
+            current is not None and not self.problem.takes(current[self.units], self.current_time)
+        ):
+            raise ValueError("its current placement does not take the current_time it records")
+        started_at = self.temperature  # the configured start; it only cools from there
+        self.temperature = seconds(state["temperature"], "temperature", 0.0)
+        if self.temperature > started_at:
+            raise ValueError(f"temperature {self.temperature} is above agent.temperature")
         self.pending = {int(u): int(d) for u, d in state["pending"]}
         if not all(0 <= u < self.num_units and 0 <= d < cluster.num_devices
                    for u, d in self.pending.items()):  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from eagle.problem import Problem
-from simulator.graph import BoolArray, FloatArray, IntArray
+from simulator.graph import BoolArray, FloatArray, IntArray, is_amount
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,13 @@ def count(value: Any, name: str) -> int:
     if type(value) is not int or value < 0:
         raise ValueError(f"{name} is not a count")
     return value
+
+
+def seconds(value: Any, name: str, unset: float) -> float:
+    """A time or cost read back from a checkpoint (data, `load_state_dict`): a finite
+    number >= 0, or `unset`, the placer's value before it has one (inf or NaN)."""
+    if is_amount(value):
+        return float(value)
+    if isinstance(value, float) and (value == unset or (value != value and unset != unset)):
+        return value
+    raise ValueError(f"{name} is not a time")

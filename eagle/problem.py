@@ -20,7 +20,7 @@ import numpy as np
 
 import suites
 from eagle.errors import ConfigError
-from simulator import Cluster, CostModel, OpGraph, lower_bound
+from simulator import Cluster, CostModel, OpGraph, lower_bound, simulate_batch
 from simulator.graph import FloatArray, IntArray
 from suites.expert import gpu_indices
 
@@ -86,6 +86,15 @@ class Problem:
             ),
             "cost_model": _digest(self.op_times, self.cost_model.provenance()),
         }  # fmt: skip
+
+    def takes(self, placement: IntArray, step_time: float, valid: bool = True) -> bool:
+        """Whether `placement`, simulated again, takes `step_time` (and validity): how a
+        resumed run checks the times a checkpoint (data) records for its placements."""
+        again = simulate_batch(self.graph, placement[None], self.cluster, self.cost_model)
+        same = isinstance(step_time, float) and bool(again.valid[0]) == valid
+        return same and bool(
+            np.isclose(again.step_time[0], step_time, rtol=1e-9, atol=0, equal_nan=True)
+        )
 
     @property
     def is_builtin_suite(self) -> bool:

@@ -77,10 +77,10 @@ from eagle.local_search import (
     start_placers,
     starts_left_in,
 )
-from eagle.placer import Evaluation, Placer, count
+from eagle.placer import Evaluation, Placer, count, seconds
 from eagle.problem import Problem
-from simulator.graph import FloatArray, IntArray
-from simulator.placement import check_placement
+from simulator.graph import FloatArray, IntArray, is_amount
+from simulator.placement import check_batch, check_placement
 
 
 @contextmanager
@@ -505,22 +505,27 @@ class PolicyGradientPlacer(Placer):
             if any(m.shape != param.shape for m in moments.values() if m.ndim):
                 raise ValueError("the optimizer's state does not fit the policy's weights")
         self.generator.set_state(state["generator"])
-        self.baseline = float(state["baseline"])
+        self.baseline = seconds(state["baseline"], "baseline", math.nan)  # inf: no learning
         self.samples_seen = count(state["samples_seen"], "samples_seen")
         self.starts = self.starts[len(self.starts) - starts_left_in(state, len(self.starts)) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         self.anchored = bool(state["anchored"])
-        self.best_time = float(state["best_time"])
-        best = state["best_placement"]
-        problem = self.problem
+        self.best_time = seconds(state["best_time"], "best_time", math.inf)
+        best, problem = state["best_placement"], self.problem
         self.best_placement = (
             None if best is None else check_placement(problem.graph, problem.cluster, best)
         )
+        # the refinement starts from it: a best_time too low would keep an older one
+        if (self.best_placement is None) != (self.best_time == math.inf) or (
+            self.best_placement is not None
+            and not problem.takes(self.best_placement, self.best_time)
+        ):
+            raise ValueError("its best placement does not take the best_time it records")
         self.elite_steps = count(state["elite_steps"], "elite_steps")
         self.skipped_steps = count(state.get("skipped_steps", 0), "skipped_steps")
         self.window.clear()
-        self.window.extend(_window_from_state(state))
+        self.window.extend(_window_from_state(state, self.policy, self.problem))
         if state["refiner"] is not None:
             if self.best_placement is None:
                 raise ValueError("a refinement without a best placement to start from")
@@ -551,9 +556,23 @@ def _window_state(window: deque[tuple[float, Rollout, int]]) -> dict[str, Any]:
     return {"window_rollouts": rollouts, "window": entries}
 
 
-def _window_from_state(state: dict[str, Any]) -> list[tuple[float, Rollout, int]]:
-    rollouts = [
-        Rollout(r["placements"].numpy(), r["log_prob"], dict(r["per_sample"]), dict(r["shared"]))
-        for r in state["window_rollouts"]
-    ]
-    return [(float(cost), rollouts[int(k)], int(i)) for cost, k, i in state["window"]]
+def _window_from_state(
+    state: dict[str, Any], policy: Policy, problem: Problem
+) -> list[tuple[float, Rollout, int]]:
+    """The elite window of `_window_state`, checked as data: each rollout's placements
+    fit the cluster and the policy scores them (as the elite's steps will), each entry
+    names a sample of a rollout and its cost is a cost."""
+    rollouts = []
+    for r in state["window_rollouts"]:
+        placements = check_batch(problem.graph, problem.cluster, r["placements"].numpy())
+        rollout = Rollout(placements, r["log_prob"], dict(r["per_sample"]), dict(r["shared"]))
+        with torch.no_grad():
+            policy.log_prob(rollout)  # an action out of range raises here, not mid-run
+        rollouts.append(rollout)
+    entries = []
+    for cost, k, i in state["window"]:
+        rollout = rollouts[count(k, "a window entry's rollout")]
+        if not (is_amount(cost) and count(i, "a window sample") < len(rollout.placements)):
+            raise ValueError("a window entry is not (cost, rollout, sample)")
+        entries.append((float(cost), rollout, i))
+    return entries

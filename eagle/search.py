@@ -284,22 +284,9 @@ def _loop_state(loop: Any, problem: Problem) -> SearchState:
     if best is None:  # only before the first batch: every batch offers a best
         if state.samples or state.best_step_time != math.inf or state.best_valid:
             raise ValueError("samples or a best step time without a best placement")
-    elif not _takes(problem, state):
+    elif not problem.takes(best, state.best_step_time, state.best_valid):
         raise ValueError("its best placement does not take the step time it records")
     return state
-
-
-def _takes(problem: Problem, state: SearchState) -> bool:
-    """Whether the state's best placement, simulated again, takes the step time (and
-    validity) recorded for it."""
-    assert state.best_placement is not None
-    best = state.best_placement[None]
-    again = simulate_batch(problem.graph, best, problem.cluster, problem.cost_model)
-    recorded = state.best_step_time
-    same = isinstance(recorded, float) and bool(again.valid[0]) == state.best_valid
-    return same and bool(
-        np.isclose(again.step_time[0], recorded, rtol=1e-9, atol=0, equal_nan=True)
-    )
 
 
 def search(
@@ -388,7 +375,8 @@ def search(
     save()
     if state.best_placement is None:
         raise RunError(f"{type(placer).__name__} proposed no placement before stopping")
-    if resumed and not _takes(problem, state):  # the checkpoint's memo lied about it
+    best, seconds, valid = state.best_placement, state.best_step_time, state.best_valid
+    if resumed and not problem.takes(best, seconds, valid):  # the checkpoint's memo lied
         raise RunError(
             f"{checkpoint} is a damaged checkpoint (its remembered simulations disagree "
             "with the simulator); delete it or start afresh with resume=false"

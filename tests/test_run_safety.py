@@ -260,26 +260,49 @@ def test_a_checkpoint_whose_remembered_simulations_lie_is_refused(files, tmp_pat
         run(toy_cfg(files, "budget.samples=400"), out)
 
 
-def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path):
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("pending", "a pending move is not"),  # of a unit the graph does not have
+        ("current_time halved", "its current placement does not take the current_time"),
+        ("current_time nan", "current_time is not a time"),
+        ("warmer than configured", "temperature 0.5 is above agent.temperature"),
+    ],
+)
+def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path, change, message):
+    """Moves are judged against the current step time and the temperature: a time too low
+    would stall the search without a word, one too high would let it wander."""
     import torch
 
     out = tmp_path / "run"
     run(toy_cfg(files, "agent=local_search", "budget.samples=40"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
-    doc["placer"]["pending"] = [(99, 0)]  # a move of a unit the graph does not have
+    placer = doc["placer"]
+    if change == "pending":
+        placer["pending"] = [(99, 0)]
+    elif change == "current_time halved":
+        placer["current_time"] *= 0.5
+    elif change == "current_time nan":
+        placer["current_time"] = float("nan")
+    else:  # agent.temperature is 0 and only cools
+        placer["temperature"] = 0.5
     torch.save(doc, out / "checkpoint.pt")
-    with pytest.raises(RunError, match=r"damaged checkpoint \(a pending move is not"):
+    with pytest.raises(RunError, match=rf"damaged checkpoint \({message}"):
         run(toy_cfg(files, "agent=local_search", "budget.samples=80"), out)
 
 
 @pytest.mark.parametrize(
-    "change", ["optimizer", "learning rate", "prior", "best placement", "samples_seen"]
-)
+    "change",
+    ["optimizer", "learning rate", "prior", "best placement", "samples_seen", "baseline",
+     "best_time", "window entry", "window cost", "window placements", "window actions"],
+)  # fmt: skip
 def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change):
+    """Checked on load, so that neither a traceback mid-run nor a run that quietly stops
+    learning (an infinite baseline makes every step's gradient infinite, and skipped)."""
     import torch
 
-    out = tmp_path / "run"
-    run(toy_cfg(files, *LEARNED, "budget.samples=8"), out)
+    out, learned = tmp_path / "run", [*LEARNED, "agent.elite=4"]  # with the elite's window
+    run(toy_cfg(files, *learned, "budget.samples=8"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
     placer = doc["placer"]
     if change == "optimizer":
@@ -290,11 +313,23 @@ def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change
         placer["policy"]["prior_groups"].fill_(10**6)
     elif change == "best placement":
         placer["best_placement"] = torch.zeros(2, dtype=torch.long)
+    elif change == "baseline":  # every advantage infinite: every step skipped
+        placer["baseline"] = float("inf")
+    elif change == "best_time":  # the refinement would start from an older placement
+        placer["best_time"] *= 0.5
+    elif change == "window entry":  # a rollout the window does not hold
+        placer["window"][0][1] = 99
+    elif change == "window cost":
+        placer["window"][0][0] = float("nan")
+    elif change == "window placements":
+        placer["window_rollouts"][0]["placements"].fill_(99)
+    elif change == "window actions":  # a group's device the cluster does not have
+        placer["window_rollouts"][0]["per_sample"]["devices"].fill_(99)
     else:
         placer["samples_seen"] = -1
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint"):
-        run(toy_cfg(files, *LEARNED, "budget.samples=16"), out)
+        run(toy_cfg(files, *learned, "budget.samples=16"), out)
 
 
 # ---- 3. one writer per run dir -----------------------------------------------------------
