@@ -117,12 +117,30 @@ class Profile:
         return profile
 
 
-# What each row must hold for the cost model and `eagle-profile --refit` to use it: the
-# names are strings, the sizes and times finite numbers >= 0 (optional ones when given).
-_OP_TEXT = ("signature", "type")
-_OP_AMOUNTS = ("median_s", "flops", "bytes")
-_OP_OPTIONAL = ("in_step_s", "spread_s")
-_COPY_AMOUNTS = ("bytes", "median_s")
+# What each row must hold, per part: (strings, amounts) the cost model and `eagle-profile
+# --refit` use, then (strings, amounts) optional ones, checked when given, among them
+# what an interrupted `eagle-profile` resumes from. Amounts are finite numbers >= 0.
+_ROWS = {
+    "ops": (("signature", "type"), ("median_s", "flops", "bytes"),
+            ("device_type",), ("in_step_s", "spread_s")),
+    "copies": ((), ("bytes", "median_s"), ("src", "dst"), ("spread_s",)),
+    "failed": (("signature", "error"), (), (), ()),
+}  # fmt: skip
+_SAMPLES = ("samples_s", "spreads_s")  # lists of amounts, one per sweep
+
+
+def _bad_keys(row: Mapping[str, Any], part: str) -> list[str]:
+    """The keys of a profile row that are missing or not what `eagle-profile` writes."""
+    text, amounts, optional_text, optional = _ROWS[part]
+    bad = [k for k in text if not isinstance(row.get(k), str)]
+    bad += [k for k in amounts if not is_amount(row.get(k))]
+    bad += [k for k in optional_text if k in row and not isinstance(row[k], str)]
+    bad += [k for k in optional if k in row and not is_amount(row[k])]
+    bad += [k for k in _SAMPLES if k in row and not (
+        isinstance(row[k], list) and all(is_amount(x) for x in row[k]))]  # fmt: skip
+    if "repeats" in row and (type(row["repeats"]) is not int or row["repeats"] < 0):
+        bad.append("repeats")
+    return bad
 
 
 def _check_parts(doc: Mapping[str, Any], path: Path) -> None:
@@ -143,14 +161,11 @@ def _check_parts(doc: Mapping[str, Any], path: Path) -> None:
             f"profile {path}: fit.op_overhead must be a time >= 0, got {short_repr(overhead)}; "
             f"{fix}"
         )
-    for part, text, amounts, optional in (("ops", _OP_TEXT, _OP_AMOUNTS, _OP_OPTIONAL),
-                                          ("copies", (), _COPY_AMOUNTS, ())):  # fmt: skip
+    for part in _ROWS:
         for i, row in enumerate(doc.get(part, [])):
             if not isinstance(row, Mapping):
                 raise CostModelError(f"profile {path}: {part}[{i}] is not a mapping; {fix}")
-            bad = [k for k in text if not isinstance(row.get(k), str)]
-            bad += [k for k in amounts if not is_amount(row.get(k))]
-            bad += [k for k in optional if k in row and not is_amount(row[k])]
+            bad = _bad_keys(row, part)
             if bad:
                 raise CostModelError(
                     f"profile {path}: {part}[{i}] has a missing or bad {bad[0]} "

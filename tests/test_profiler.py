@@ -18,7 +18,13 @@ from simulator.cost_model import PROFILE_DIR
 from simulator.devices import DATASHEET
 from simulator.hardware.calibration import SharedHostCase, calibration_placements
 from simulator.hardware.executor import Measurement
-from simulator.hardware.profiler import KernelCall, _random_like, kernel_calls, profile_ops
+from simulator.hardware.profiler import (
+    KernelCall,
+    _random_like,
+    kernel_calls,
+    profile_copies,
+    profile_ops,
+)
 from simulator.profile import Profile
 from tests.conftest import steal_meter
 from tests.test_executor import needs_cuda, tiny_step
@@ -64,6 +70,20 @@ def test_profile_resumes_and_records_failures(tmp_path):
         assert len(row["samples_s"]) == 2 and row["median_s"] == np.median(row["samples_s"])
 
 
+def test_a_row_written_by_hand_is_measured_on_resume():
+    """A profile row without the profiler's sweeps (a hand-written one) gets them, as do
+    copies without a source and destination, rather than a KeyError."""
+    _, _, _, graph, program = tiny_step(dropout=0.0)
+    call = kernel_calls(program.module, graph)[0]
+    row = {"signature": call.signature, "type": call.op_type, "flops": 0.0, "bytes": 0.0,
+           "median_s": 5.0}  # fmt: skip
+    profile = Profile("cpu-worker", {}, ops=[row], copies=[{"bytes": 1024, "median_s": 1.0}])
+    profile_ops(profile, [call], CPU, passes=2, progress=False)
+    assert len(row["samples_s"]) == 2 and row["median_s"] == np.median(row["samples_s"]) < 5
+    profile_copies(profile, CPU, lambda dst, src: dst.copy_(src), sizes=[1024])
+    assert [c.get("src") for c in profile.copies] == [None, "cpu"]
+
+
 def test_profile_file_round_trip_and_refusals(tmp_path):
     row = {"signature": "s", "type": "aten.s", "flops": 1.0, "bytes": 8.0, "median_s": 1.0}
     profile = Profile("cpu-worker", {"device": "cpu"}, ops=[row])
@@ -78,6 +98,9 @@ def test_profile_file_round_trip_and_refusals(tmp_path):
         Profile.load(path)
 
 
+OP = {"signature": "s", "type": "aten.s", "flops": 0, "bytes": 0, "median_s": 1.0}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -90,6 +113,13 @@ def test_profile_file_round_trip_and_refusals(tmp_path):
         ({"copies": [{"bytes": float("nan"), "median_s": 1e-6}]},
          r"copies\[0\] has a missing or bad bytes \(nan\)"),
         ({"fit": {"op_overhead": -1.0}}, r"fit.op_overhead must be a time >= 0, got -1.0"),
+        # what an interrupted eagle-profile resumes from
+        ({"ops": [OP | {"samples_s": [1.0, None]}]},
+         r"ops\[0\] has a missing or bad samples_s \(\[1.0, None\]\)"),
+        ({"ops": [OP | {"repeats": "3"}]}, r"ops\[0\] has a missing or bad repeats \('3'\)"),
+        ({"copies": [{"bytes": 8, "median_s": 1e-6, "src": 0}]},
+         r"copies\[0\] has a missing or bad src \(0\)"),
+        ({"failed": [{"error": "x"}]}, r"failed\[0\] has a missing or bad signature \(None\)"),
     ],
 )  # fmt: skip
 def test_a_profile_with_a_bad_part_is_refused_naming_it(tmp_path, change, message):

@@ -198,7 +198,7 @@ def profile_ops(
             for sweep in range(passes):
                 for call in calls:
                     row = rows.get(call.signature)
-                    if row is not None and len(row["samples_s"]) > sweep:
+                    if row is not None and len(row.get("samples_s", ())) > sweep:
                         continue
                     try:
                         median, spread, n = time_call(call.make(device), device)
@@ -219,9 +219,10 @@ def profile_ops(
                             "repeats": 0,
                         }
                         profile.ops.append(row)
-                    row["samples_s"].append(median)
-                    row["spreads_s"].append(spread)
-                    row["repeats"] += n
+                    # setdefault: a row written by hand has no sweeps yet
+                    row.setdefault("samples_s", []).append(median)
+                    row.setdefault("spreads_s", []).append(spread)
+                    row["repeats"] = row.get("repeats", 0) + n
                     row["median_s"] = statistics.median(row["samples_s"])
                     row["spread_s"] = statistics.median(row["spreads_s"])
                     bar.update(1)
@@ -230,7 +231,8 @@ def profile_ops(
                         last = time.monotonic()
     except KeyboardInterrupt:
         for row in profile.ops:  # a row the interrupt caught half-updated
-            row["median_s"] = statistics.median(row["samples_s"])
+            if row.get("samples_s"):
+                row["median_s"] = statistics.median(row["samples_s"])
         save()
         raise
     profile.ops = [row for row in profile.ops if row["signature"] not in failed]
@@ -250,7 +252,7 @@ def profile_copies(
 ) -> None:
     """Time `copy(dst, src)` of `sizes` bytes from `device` to `destination`."""
     destination = destination or device
-    done = {(row["bytes"], row["src"], row["dst"]) for row in profile.copies}
+    done = {(row["bytes"], row.get("src"), row.get("dst")) for row in profile.copies}
     for size in sizes:
         if (size, str(device), str(destination)) in done:
             continue
