@@ -65,6 +65,11 @@ def identity(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+def variant_of(cfg: DictConfig) -> str:
+    """The suite's variant (`default` for a graph file, which has none)."""
+    return "default" if cfg.suite.path else str(cfg.suite.get("variant") or "default")
+
+
 def build(node: Any, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate`, but raising the target's own error (a GraphError naming
     the op, a PlacerError saying what to do) rather than Hydra's wrapper around it.
@@ -137,7 +142,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
     placer = make_placer(cfg.agent, problem, who["seed"])
     validation, skipped = loop_validation(
-        problem, who["suite"], str(cfg.suite.get("variant") or "default"),
+        problem, who["suite"], variant_of(cfg),
         int(cfg.validation.every), int(cfg.validation.repeats),
     )  # fmt: skip
     notes = [f"validation skipped: {skipped}"] if skipped else []
@@ -173,6 +178,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         log.warning("%s: %s", who["agent"], note)
     summary = {
         **who,
+        "variant": variant_of(cfg),  # reports name a small variant's suite `gnmt-small`
         "best_step_time": result.best_step_time,
         "best_valid": result.best_valid,
         "best_reason": result.best_reason,
@@ -200,7 +206,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         "%s on %s (%s, seed %d): best step %.1f ms (%s), lower bound %.1f ms (x%.2f); "
         "%d placements in %.1f s -> %s",
         who["agent"],
-        who["suite"],
+        label(who["suite"], None, summary["variant"]),
         who["cluster"],
         who["seed"],
         result.best_step_time * 1e3,
@@ -239,6 +245,7 @@ def main(cfg: DictConfig) -> None:
             out_dir / run_dir.ERROR,
             {
                 **identity(cfg),
+                "variant": variant_of(cfg),
                 "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(),
             },

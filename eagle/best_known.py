@@ -30,7 +30,7 @@ from typing import Any
 
 from eagle import run_dir
 from eagle.errors import EagleError
-from eagle.problem import Problem, problem_from_config
+from eagle.problem import Problem, label, problem_from_config
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray, is_amount, short_repr
@@ -56,7 +56,7 @@ class Record:
 
 
 def record_name(suite: str, variant: str, cluster: str) -> str:
-    return f"{suite}{'' if variant == 'default' else '-' + variant}__{cluster}"
+    return f"{label(suite, None, variant)}__{cluster}"
 
 
 def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
@@ -77,10 +77,9 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
 
 
 def best_known_times(folder: Path = DEFAULT_DIR) -> dict[tuple[str, str], float]:
-    """(suite, cluster) -> best-known step time, default variants only (the report's)."""
-    return {
-        (r.suite, r.cluster): r.step_time for r in read_records(folder) if r.variant == "default"
-    }
+    """(suite, cluster) -> best-known step time, the suite named as reports name it
+    (`gnmt`, `gnmt-small`: `eagle.problem.label`)."""
+    return {(label(r.suite, None, r.variant), r.cluster): r.step_time for r in read_records(folder)}
 
 
 def record_problem(record: Record) -> Problem:

@@ -32,7 +32,9 @@ from tqdm import tqdm
 import suites
 from eagle import ablation, best_known, convergence, run_dir, timeline
 from eagle.errors import EagleError
+from eagle.problem import label
 from simulator import SimulatorError
+from suites.registry import VARIANTS
 
 # Columns in this order; placers not listed follow alphabetically.
 PLACER_ORDER = (
@@ -240,8 +242,9 @@ def placer_rank(placer: str) -> int:
 
 
 def suite_rank(suite: str) -> int:
-    """Built-in suites in the paper's order, user graphs after them."""
-    order = suites.names()
+    """Built-in suites in the paper's order, each's small variant after it, user graphs
+    after them."""
+    order = [label(name, None, v) for name in suites.names() for v in VARIANTS]
     return order.index(suite) if suite in order else len(order)
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from eagle.errors import ConfigError, RunError
-from eagle.problem import check_plain
+from eagle.problem import check_plain, label
 from simulator.files import (
     NoAliasLoader,
     YamlRefused,
@@ -106,7 +106,8 @@ def locked(path: Path) -> Iterator[None]:
 class RunRecord:
     """One run dir as a report sees it: finished (summary), failed (error) or neither.
     A finished run's `config` is its parsed `config.yaml` ({} if absent) and `metrics`
-    its `metrics.csv` (None if absent)."""
+    its `metrics.csv` (None if absent). The `suite` of its summary or error is the
+    suite as reports name it (`gnmt-small` for a small variant: `_reported_suite`)."""
 
     path: Path
     summary: dict[str, Any] | None
@@ -156,12 +157,25 @@ def _read_run(path: Path) -> RunRecord:
         if (path / PLACEMENT).exists():
             json_object(path / PLACEMENT)  # names it if unreadable or not an object
         metrics = _read_metrics(path / METRICS, summary) if (path / METRICS).exists() else None
+        summary["suite"] = _reported_suite(summary, config)
         return RunRecord(path=path, summary=summary, error=None, config=config, metrics=metrics)
     if (path / ERROR).exists():
         error = _read_json_object(path / ERROR, ERROR_KEYS)
         error["error"] = str(error["error"])
+        error["suite"] = _reported_suite(error, {})
         return RunRecord(path=path, summary=None, error=error)
     return RunRecord(path=path, summary=None, error=None)
+
+
+def _reported_suite(doc: dict[str, Any], config: dict[str, Any]) -> str:
+    """The suite as reports name it, so a small variant gets its own rows and best-known
+    record: its `variant` (in summaries since they hold it, else the config's)."""
+    suite = config.get("suite")
+    suite = suite if isinstance(suite, dict) else {}
+    variant = doc.get("variant", "default" if suite.get("path") else suite.get("variant"))
+    if not isinstance(doc["suite"], str) or not isinstance(variant, str | None):
+        raise RunDirError("its suite and variant must be names")
+    return label(doc["suite"], None, variant or "default")
 
 
 def json_object(path: Path) -> dict[str, Any]:

@@ -36,6 +36,8 @@ def test_default_config_composes():
     c = cfg()
     assert (c.suite.name, c.agent.name, c.cluster.name) == ("bert", "heft", "p100x4")
     assert c.run_name == "bert__heft__p100x4__0"
+    # a small variant's runs land beside the default's, not in them
+    assert cfg("suite=gnmt", "suite.variant=small").run_name == "gnmt-small__heft__p100x4__0"
 
 
 @pytest.mark.parametrize("agent", options("agent"))

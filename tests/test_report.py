@@ -88,6 +88,26 @@ def test_cells_read_against_the_best_known_placement(sweep):
     assert rows["bert"].startswith("| bert | p100x4 | 4,000.0 | — |")
 
 
+def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):
+    """A small variant is another graph: averaged with the default's runs or read
+    against its best-known placement, its cells would say 'bk x0.01'. Run dirs from
+    before summaries held the variant say it in their config."""
+    finished(sweep, "gnmt", "heft", 5, 0.003)
+    summary = json.loads((sweep / "gnmt__heft__p100x4__5" / "summary.json").read_text())
+    (sweep / "gnmt__heft__p100x4__5" / "summary.json").write_text(
+        json.dumps(summary | {"variant": "small"}))  # fmt: skip
+    finished(sweep, "gnmt", "random", 5, 0.006)  # an older run dir: the config says
+    (sweep / "gnmt__random__p100x4__5" / "config.yaml").write_text(
+        "seed: 5\nsuite:\n  name: gnmt\n  variant: small\n  path: null\n")  # fmt: skip
+    records = run_dir.scan([sweep])[0]
+    best = {("gnmt", "p100x4"): 1.2, ("gnmt-small", "p100x4"): 0.002}
+    t = report.table(records, best=best).set_index(["suite", "placer"])
+    assert t.loc[("gnmt", "heft")].mean_step_time == 1.5  # not averaged with the small one
+    assert t.loc[("gnmt-small", "heft")].ratio_to_best_known == pytest.approx(1.5)
+    assert t.loc[("gnmt-small", "random")].mean_step_time == 0.006
+    assert list(t.index.get_level_values(0).unique()) == ["gnmt", "gnmt-small", "bert"]
+
+
 def test_cli_writes_files_and_fails_on_nothing(sweep, tmp_path, capsys):
     out = tmp_path / "out"
     assert report.main([str(sweep), "--out", str(out)]) == 0
