@@ -37,6 +37,7 @@ from eagle.placer import Placer
 from eagle.problem import Problem, label, problem_from_config
 from eagle.search import Budget, search
 from simulator import SimulatorError, placement_to_json
+from simulator.result import ms
 
 log = logging.getLogger("eagle")
 
@@ -203,15 +204,15 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     (out_dir / run_dir.ERROR).unlink(missing_ok=True)
     status = "valid" if result.best_valid else f"INVALID: {result.best_reason}"
     log.info(
-        "%s on %s (%s, seed %d): best step %.1f ms (%s), lower bound %.1f ms (x%.2f); "
+        "%s on %s (%s, seed %d): best step %s ms (%s), lower bound %s ms (x%.2f); "
         "%d placements in %.1f s -> %s",
         who["agent"],
         label(who["suite"], None, summary["variant"]),
         who["cluster"],
         who["seed"],
-        result.best_step_time * 1e3,
+        ms(result.best_step_time),
         status,
-        problem.lower_bound * 1e3,
+        ms(problem.lower_bound),
         result.best_step_time / problem.lower_bound if problem.lower_bound > 0 else math.nan,
         result.samples,
         result.wall_s,

@@ -34,6 +34,7 @@ from eagle.problem import Problem, label, problem_from_config
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray, is_amount, short_repr
+from simulator.result import ms
 
 # The committed records, where this package runs from a clone of the repo.
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "results" / "best_known"
@@ -136,8 +137,8 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         record_by = run_dir.json_object(target / "summary.json").get("found_by")
         old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
         if old_valid and old_time <= step_time:
-            return f"{candidate}: {step_time * 1e3:.1f} ms, not faster than the record's " \
-                f"{old_time * 1e3:.1f} ms ({record_by}); record kept"  # fmt: skip
+            return f"{candidate}: {ms(step_time)} ms, not faster than the record's " \
+                f"{ms(old_time)} ms ({record_by}); record kept"  # fmt: skip
     summary = run_dir.json_object(candidate / run_dir.SUMMARY)
     found_by = _found_by(summary, config, problem)  # before the record it started from goes
     target.mkdir(parents=True, exist_ok=True)
@@ -149,7 +150,7 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         "found_by": found_by, "command": _command(candidate),
         "revision": _run_revision(summary), "date": datetime.date.today().isoformat(),
     })  # fmt: skip
-    return f"{candidate}: {step_time * 1e3:.1f} ms, the new record {target}"
+    return f"{candidate}: {ms(step_time)} ms, the new record {target}"
 
 
 def _found_by(summary: Mapping[str, Any], config: Mapping[str, Any], problem: Problem) -> str:
@@ -159,7 +160,7 @@ def _found_by(summary: Mapping[str, Any], config: Mapping[str, Any], problem: Pr
     started = ""
     if start.suffix == ".json" and start.is_file():
         start_time = simulate_file(problem, start)[0]
-        started = f", from {_relative(str(start))} ({start_time * 1e3:.1f} ms)"
+        started = f", from {_relative(str(start))} ({ms(start_time)} ms)"
     return (
         f"{summary.get('agent')} seed {summary.get('seed')}{started}, "
         f"{summary.get('samples')} samples in {float(summary.get('wall_s') or 0.0):.0f} s"
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if moved else 0
         else:
             for r in read_records(args.dir):
-                print(f"{r.path.name:<28}{r.step_time * 1e3:>10.1f} ms  {r.found_by}")
+                print(f"{r.path.name:<28}{ms(r.step_time):>10} ms  {r.found_by}")
     except (EagleError, SimulatorError, OSError, ValueError) as e:
         print(f"eagle-best: error: {e}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from eagle import run_dir
+from simulator.result import ms
 
 MARKERS = {"x": "best so far, measured for real", "o": "best so far, simulated"}
 WITHIN = 0.02  # a run has converged once its best is within 2% of its final best
@@ -261,11 +262,16 @@ def plot(
             ax.set_ylabel("best per-step time (ms)")
             ax.grid(alpha=0.3)
         ordered = [p for p in [*placers, *MARKERS.values(), "best known"] if p in handles]
+        # as many columns as the widest entry allows (at 9 pt, ~0.075 in a character
+        # and 0.7 in for the line): long marker labels on one panel ran off both edges
+        entry = 0.7 + 0.075 * max(len(p) for p in ordered)
+        ncol = max(1, min(len(ordered), int(0.95 * 5.2 * len(panels) / entry)))
+        rows = -(-len(ordered) // ncol)
         fig.legend([handles[p] for p in ordered], ordered, loc="lower center",
-                   ncol=min(len(ordered), 3 * len(panels)), fontsize=9, frameon=False,
+                   ncol=ncol, fontsize=9, frameon=False,
                    title="solid: searches, mean over seeds (band: best to worst seed); "
                    "dashed: one-shot placers", title_fontsize=8)  # fmt: skip
-        fig.tight_layout(rect=(0, 0.14, 1, 1))
+        fig.tight_layout(rect=(0, 0.08 + 0.045 * rows, 1, 1))
         for ext in ("png", "pdf"):
             path = out / f"convergence_{'samples' if x == 'samples' else 'wall'}.{ext}"
             fig.savefig(path, dpi=130)
@@ -282,7 +288,8 @@ def _panel(
     colours: dict[str, Any],
     handles: dict[str, Any],
 ) -> list[str]:
-    """Draw one suite's curves and lines; returns the one-shot results off the scale."""
+    """Draw one suite's curves and lines; returns the results off the scale (a search
+    whose final best is above it is drawn there unseen, so it is listed too)."""
     searches = {p: c for p, c in panel.groupby("placer") if is_search(c)}
     finals = panel.sort_values("samples").groupby(["placer", "seed"]).best_step_time.last()
     lines = finals.groupby("placer").mean() * 1e3
@@ -297,15 +304,21 @@ def _panel(
         {p: float(lines[p]) for p in placers if p not in searches and p in lines.index},
         tolerance=0.005 * (high - 0.97 * low),
     )
+    drawn = [p for p in placers if p in searches]
     for placer in placers:
+        if placer in searches and float(lines[placer]) > high:
+            off_scale.append(f"{placer} {ms(float(lines[placer]) / 1e3)} ms (search)")
         if placer in searches:
+            # each curve drawn wider than the ones after it: identical curves (two
+            # placers ending on the same placement) show as nested stripes, not one line
+            width = 1.5 + 1.2 * (len(drawn) - 1 - drawn.index(placer))
             runs = [on_grid(run, x, grid) for _, run in searches[placer].groupby("seed")]
             ys = np.vstack(runs) * 1e3
             seen = ~np.isnan(ys).all(axis=0)
             with np.errstate(all="ignore"):
                 mean = np.nanmean(ys[:, seen], axis=0)
                 lo, hi = np.nanmin(ys[:, seen], axis=0), np.nanmax(ys[:, seen], axis=0)
-            (handles[placer],) = ax.plot(grid[seen], mean, color=colours[placer], lw=1.8)
+            (handles[placer],) = ax.plot(grid[seen], mean, color=colours[placer], lw=width)
             if len(runs) > 1:
                 ax.fill_between(grid[seen], lo, hi, color=colours[placer], alpha=0.18, lw=0)
             checked = searches[placer].dropna(subset=list(VALIDATION))
@@ -322,7 +335,7 @@ def _panel(
                 handles[placer] = ax.axhline(value, color=colours[placer], ls=dashes[placer],
                                              lw=1.2)  # fmt: skip
             else:
-                off_scale.append(f"{placer} {value:,.0f} ms")
+                off_scale.append(f"{placer} {ms(value / 1e3)} ms")
     ax.set_ylim(0.97 * low, high)
     ax.set_xlim(0, top)
     return off_scale

@@ -34,6 +34,7 @@ from eagle import ablation, best_known, convergence, run_dir, timeline
 from eagle.errors import EagleError
 from eagle.problem import label
 from simulator import SimulatorError
+from simulator.result import ms
 from suites.registry import VARIANTS
 
 # Columns in this order; placers not listed follow alphabetically.
@@ -246,14 +247,6 @@ def suite_rank(suite: str) -> int:
     after them."""
     order = [label(name, None, v) for name in suites.names() for v in VARIANTS]
     return order.index(suite) if suite in order else len(order)
-
-
-def ms(seconds: float) -> str:
-    """Milliseconds with about four significant digits."""
-    value = seconds * 1e3
-    if value == 0:
-        return "0"
-    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
 
 
 def _cell(row: pd.Series, best: float) -> str:

@@ -43,6 +43,7 @@ from simulator.errors import SimulatorError
 from simulator.files import write_atomic
 from simulator.graph import IntArray, is_amount
 from simulator.placement import check_placement
+from simulator.result import ms
 
 METRIC_COLUMNS = (
     "iteration",
@@ -404,4 +405,4 @@ def _metrics_frame(rows: list[dict[str, float]]) -> pd.DataFrame:
 
 def _postfix(state: SearchState) -> str:
     kind = "" if state.best_valid else f" (invalid: {state.best_reason})"
-    return f"best {state.best_step_time * 1e3:.1f} ms{kind}"
+    return f"best {ms(state.best_step_time)} ms{kind}"

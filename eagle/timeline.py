@@ -31,7 +31,7 @@ from eagle import run_dir
 from eagle.problem import problem_from_config
 from simulator import Cluster, OpGraph, placement_from_json, simulate
 from simulator.graph import IntArray
-from simulator.result import Trace
+from simulator.result import Trace, ms
 
 MODULE_DEPTH = 2  # module path parts that name a colour group, outside repeated blocks
 REPEATED = 4  # numbered children that make a container a stack of repeated blocks
@@ -146,7 +146,7 @@ def gantt(best: BestPlacement, path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("time in the training step (ms)")
     ax.set_xlim(0, best.step_time * 1e3 * 1.01)
-    ax.set_title(f"{best.name}: best placement, {best.step_time * 1e3:,.1f} ms per step "
+    ax.set_title(f"{best.name}: best placement, {ms(best.step_time)} ms per step "
                  "(simulated)", fontsize=10)  # fmt: skip
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(color=colour[g], label=g) for g in shown]

@@ -16,6 +16,15 @@ from simulator.cluster import Cluster
 from simulator.graph import BoolArray, FloatArray, IntArray, OpGraph
 
 
+def ms(seconds: float) -> str:
+    """A time in milliseconds with about four significant digits, as every table, log
+    line and plot title prints one (a small graph's 0.850 ms is not "0.8" nor "1")."""
+    value = seconds * 1e3
+    if value == 0:
+        return "0"
+    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
 @dataclass(frozen=True)
 class Trace:
     """Start/end of every op (by op index) and of every copy (by copy index)."""

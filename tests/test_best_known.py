@@ -13,6 +13,7 @@ import pytest
 from eagle import best_known
 from eagle.app import run
 from eagle.local_search import STARTS
+from simulator.result import ms
 from tests.test_app import cfg
 
 EXPECTED = {f"{s}__{c}" for s in ("inception_v3", "gnmt", "bert") for c in ("p100x4", "p100x8")}
@@ -118,5 +119,5 @@ def test_a_search_started_from_a_file_says_so_and_its_start_time(cached_small_su
     assert best_known.main(["update", str(searched), "--dir", str(tmp_path / "records")]) == 0
     (record,) = best_known.read_records(tmp_path / "records")
     assert record.found_by.startswith(
-        f"local_search seed 0, from {start} ({single_summary['best_step_time'] * 1e3:.1f} ms), "
+        f"local_search seed 0, from {start} ({ms(single_summary['best_step_time'])} ms), "
     )
