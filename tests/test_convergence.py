@@ -106,6 +106,27 @@ def test_report_writes_search_cost_and_figures(sweep, tmp_path, capsys):
     assert "convergence_wall.pdf" in capsys.readouterr().out
 
 
+def test_results_off_the_scale_are_listed_with_four_digits(tmp_path):
+    """The scale spans the best final result to 1.6x it: a search whose final best is
+    above that is drawn unseen, so it is listed with the one-shot results there."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run(tmp_path, "gnmt", "eagle", 0, [1e-3, 8.5e-4])
+    run(tmp_path, "gnmt", "random", 0, [9e-3, 8.95e-3])  # 8.95 ms > 1.6 x 0.85 ms
+    run(tmp_path, "gnmt", "heft", 0, [1.2e-3], one_shot=True)  # on the scale
+    run(tmp_path, "gnmt", "single", 0, [2.5e-3], one_shot=True)
+    frame = convergence.curves(run_dir.scan([tmp_path])[0])
+    placers = ["single", "random", "heft", "eagle"]
+    colours = dict.fromkeys(placers, "black")
+    _, ax = plt.subplots()
+    off = convergence._panel(ax, frame, "samples", placers, colours, {})
+    plt.close("all")
+    assert off == ["single 2.50 ms", "random 8.95 ms (search)"]
+
+
 def test_coinciding_one_shot_lines_take_turns_along_the_dashes():
     styles = convergence.shared_dashes(
         {"single": 100.0, "expert": 100.0, "heft": 100.2, "metis": 120.0}, tolerance=0.5
