@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import logging
 import math
 import os
 import signal
@@ -44,6 +45,8 @@ from simulator.files import write_atomic
 from simulator.graph import IntArray, is_amount
 from simulator.placement import check_placement
 from simulator.result import ms
+
+log = logging.getLogger("eagle")
 
 METRIC_COLUMNS = (
     "iteration",
@@ -316,6 +319,10 @@ def search(
     resumed = checkpoint is not None and checkpoint.exists()
     if checkpoint is not None and resumed:
         state = load_checkpoint(checkpoint, placer, evaluator, meta)
+        log.info(  # a rerun, or a larger budget, continues the run rather than redoing it
+            "resuming from %s: %d placements done, %s (resume=false starts afresh)",
+            checkpoint, state.samples, _postfix(state),
+        )  # fmt: skip
 
     def save() -> None:
         if checkpoint is not None:

@@ -216,8 +216,11 @@ def candidates(
     if metis is not None:
         add("metis", metis[-1])
     for path in files:
-        doc = parse_json(read_limited(path))
-        add(f"file:{path}", placement_from_json(doc, g, cluster))
+        try:
+            placement = placement_from_json(parse_json(read_limited(path)), g, cluster)
+        except (OSError, ValueError, SimulatorError) as e:  # as eagle-sim: name the file
+            raise ValidateError(f"{path}: {e}") from None
+        add(f"file:{path}", placement)
     # from one hand-off to one every other op (`eagle-profile` calibrates on others)
     chunk = max(1, g.num_ops // 2)
     while chunk >= 2 and len(out) < n:
@@ -425,8 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     try:
-        if args.n < 1 or args.repeats < 1 or args.rounds < 1:
-            raise ValidateError("--n, --repeats and --rounds must be at least 1")
+        if args.n < 1 or args.repeats < 1 or args.rounds < 2:
+            raise ValidateError(
+                "--n and --repeats must be at least 1, --rounds at least 2 (the intervals "
+                "resample rounds)"
+            )
         if args.pool:
             _print_pooled(pool(args))
             return 0

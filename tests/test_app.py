@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -103,11 +104,13 @@ def test_eagle_agent_runs_and_the_ablation_names_each_variant(cached_small_suite
     assert variant.run_name == ("bert__eagle-link_none-features_eagle-algo_reinforce__p100x4__0")
 
 
-def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path):
+def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path, caplog):
     c = cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=128")
     first = run(c, tmp_path)
     metrics = pd.read_csv(tmp_path / "metrics.csv")
-    again = run(c, tmp_path)  # the checkpoint is of a finished run: nothing new to do
+    with caplog.at_level(logging.INFO, logger="eagle"):
+        again = run(c, tmp_path)  # the checkpoint is of a finished run: nothing new to do
+    assert "checkpoint.pt: 128 placements done, best " in caplog.text  # said, not silent
     pd.testing.assert_frame_equal(metrics, pd.read_csv(tmp_path / "metrics.csv"))
     assert again == first
     longer = run(cfg("agent=random", "suite=bert", "suite.variant=small",

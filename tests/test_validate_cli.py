@@ -27,15 +27,15 @@ def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, t
     assert exit_.value.code == 2 and "argument --n: invalid int value: 'x'" in (
         capsys.readouterr().err
     )
-    assert main(["--suite", "bert", "--rounds", "0"]) == 2
-    assert "--rounds must be at least 1" in capsys.readouterr().err
+    assert main(["--suite", "bert", "--rounds", "1"]) == 2  # scipy's bootstrap said it
+    assert "--rounds at least 2 (the intervals resample rounds)" in capsys.readouterr().err
     assert main(["--suite", "nope"]) == 2
     assert "unknown suite 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"no_such_op": "cpu0"}))
     assert main(["--suite", "bert", "--placements", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "unknown op 'no_such_op'" in err and "Traceback" not in err
+    assert f"{bad}: placement names unknown op 'no_such_op'" in err and "Traceback" not in err
 
 
 def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):
