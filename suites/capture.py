@@ -25,6 +25,7 @@ again within a step, so they are kept as ordinary ops.
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 import re
@@ -240,7 +241,7 @@ def _trace(
         return loss, grads, new_params, new_states
 
     # mkldnn off: otherwise CPU LSTMs can trace into opaque mkldnn_rnn_layer ops.
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _quiet(_FAKE_TENSOR_LOG):
         warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
         with (
             enable_python_dispatcher(),
@@ -249,6 +250,23 @@ def _trace(
         ):
             gm = make_fx(step, tracing_mode="fake")(params, buffers, states, _args(inputs), target)
     return gm, marks, list(params), list(states)
+
+
+# torch logs a failed op's whole traceback here before raising it; the capture's error
+# names the user's line instead (`CaptureError`), as one line
+_FAKE_TENSOR_LOG = "torch._subclasses.fake_tensor"
+
+
+@contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Silence a logger below CRITICAL for the block."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 # ---- from fx nodes to ops ---------------------------------------------------------

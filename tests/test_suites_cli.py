@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -45,6 +46,15 @@ def type_error():
         def forward(self, x):
             return self.fc(x) + "1"  # a plain bug, not control flow
     return Typo(), (torch.randn(2, 4),), torch.randint(0, 2, (2,)), nn.functional.cross_entropy
+
+def wrong_shape():
+    class Mismatch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(5, 2)
+        def forward(self, x):
+            return self.fc(x * 2)  # 4 features into a 5-feature layer
+    return Mismatch(), (torch.randn(2, 4),), torch.randint(0, 2, (2,)), nn.functional.cross_entropy
 
 def keyword_inputs():
     class Out:  # an output object, as Hugging Face models return
@@ -132,6 +142,17 @@ def test_capture_errors_are_one_line(spec, message, user_file, tmp_path, capsys)
     assert err.startswith("eagle-capture: error: ")
     assert message.format(file=user_file) in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_failed_op_is_one_line_without_torchs_logged_traceback(
+    user_file, tmp_path, capsys, caplog
+):
+    """torch logs a failing op's traceback (fake_tensor.py, at ERROR: 19 lines on the
+    command's stderr) before raising; the user gets only the line naming their code."""
+    assert capture_main([f"{user_file}:wrong_shape", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"RuntimeError at {user_file}:{_line('4 features into')} (in forward" in err
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_only_guard_errors_are_called_data_dependent(user_file, tmp_path, capsys):
