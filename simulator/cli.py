@@ -72,6 +72,10 @@ def _summary(
 ) -> str:
     bound = bound_terms(graph, cluster, cost)
     status = "valid" if result.valid else f"INVALID ({result.reason})"
+    if result.reason and result.reason.startswith("colocation:"):  # where its ops went
+        group = graph.colocation_vocab.index(result.reason.removeprefix("colocation:"))
+        used = np.unique(place[graph.colocation_ids == group])
+        status += f": its ops are on {', '.join(cluster.device_names[d] for d in used)}"
     lines = [
         f"graph    {graph.name}: {graph.num_ops} ops, {graph.num_edges} edges",
         f"cluster  {cluster.name}: {cluster.num_devices} devices",
@@ -111,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Everything after argument parsing, so any SimulatorError on the way (printing the
     summary prices the lower bound too) ends as main's one line."""
+    if not Path(args.graph).exists() and "." not in Path(args.graph).name:
+        raise SimulatorError(  # the simulator knows no suites: say where a suite's file is
+            f"graph file not found: {args.graph} (a suite? `eagle-graph export "
+            f"{args.graph}` writes its graph file)"
+        )
     graph = OpGraph.load(args.graph)
     cluster = Cluster.load(args.cluster)
     cost = CostModel.default(cluster)

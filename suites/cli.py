@@ -202,6 +202,20 @@ def capture_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def export(suite: str, variant: str, out: Path | None) -> str:
+    """Write a suite's graph (`eagle-graph/1`), named as run dirs name the suite."""
+    if suite not in suites.names() + suites.registry.registered():
+        known = suites.names() + suites.registry.registered()
+        raise CliError(f"unknown suite {suite!r}; suites: {', '.join(known)}")
+    graph = suites.load(suite, variant)
+    path = out or Path(f"{suite if variant == 'default' else f'{suite}-{variant}'}.json.gz")
+    try:
+        graph.save(path)
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror}") from None
+    return f"wrote {path}: {graph.num_ops} ops, {graph.num_edges} edges (eagle-sim {path} ...)"
+
+
 def _load_graph(spec: str, variant: str) -> OpGraph:
     if spec in suites.names() or spec in suites.registry.registered():
         return suites.load(spec, variant)
@@ -284,10 +298,17 @@ def graph_main(argv: list[str] | None = None) -> int:
     s.add_argument("--cluster", default="p100x4", help="built-in name or YAML path")
     s.add_argument("--top", type=int, default=10, help="how many op types to list")
     sub.add_parser("list", help="the suites eagle-run takes: built-in and registered")
+    e = sub.add_parser("export", help="write a suite's graph file (for eagle-sim, your own "
+                       "placements, or to share)")  # fmt: skip
+    e.add_argument("suite", help=f"a suite ({', '.join(suites.names())}) or registered one")
+    e.add_argument("--variant", choices=["default", "small"], default="default")
+    e.add_argument("--out", type=Path, help="file to write (default: SUITE.json.gz here)")
     args = p.parse_args(argv)
     try:
         if args.command == "list":
             text = list_graphs()
+        elif args.command == "export":
+            text = export(args.suite, args.variant, args.out)
         else:
             graph = _load_graph(args.graph, args.variant)
             text = stats(graph, Cluster.load(args.cluster), args.top)

@@ -248,6 +248,23 @@ def test_missing_graph_file(capsys, tmp_path):
     _fails(capsys, [path, "--device", "gpu0"], "graph file not found", path)
 
 
+def test_a_suite_name_is_pointed_at_its_graph_file(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file called inception_v3 here
+    _fails(capsys, ["inception_v3", "--device", "gpu0"], "graph file not found: inception_v3",
+           "`eagle-graph export inception_v3` writes its graph file")  # fmt: skip
+
+
+def test_a_split_colocation_group_says_where_its_ops_went(capsys, files, tmp_path):
+    doc = json.loads(json.dumps(GRAPH))
+    for op in doc["ops"][1:3]:
+        op["colocation"] = "pair"
+    (tmp_path / "grouped.json").write_text(json.dumps(doc))
+    argv = [str(tmp_path / "grouped.json"), "--cluster", files["cluster"], "--placement",
+            files["map"]]  # fmt: skip
+    assert main(argv) == 0
+    assert "INVALID (colocation:pair): its ops are on d0, d1" in capsys.readouterr().out
+
+
 def test_graph_is_a_directory(capsys, files):
     _fails(capsys, [files["dir"], "--device", "gpu0"], "cannot read graph file", files["dir"])
 

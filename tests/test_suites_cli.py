@@ -238,6 +238,18 @@ def test_stats_lists_data_ops_and_ops_missing_a_flop_formula(tmp_path, capsys):
                for line in lines)  # fmt: skip
 
 
+def test_export_writes_a_suites_graph_for_eagle_sim(cached_small_suites, tmp_path, capsys,
+                                                   monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert graph_main(["export", "gnmt", "--variant", "small"]) == 0
+    assert "wrote gnmt-small.json.gz" in capsys.readouterr().out
+    exported = OpGraph.load(tmp_path / "gnmt-small.json.gz")
+    assert exported.names == cached_small_suites["gnmt"].names
+    assert sim_main(["gnmt-small.json.gz", "--device", "gpu0"]) == 0
+    assert graph_main(["export", "nope"]) == 2
+    assert "unknown suite 'nope'; suites: inception_v3, gnmt, bert" in capsys.readouterr().err
+
+
 def test_stats_survives_a_closed_pipe(tmp_path):
     path = tmp_path / "g.json"
     ops = [_op("a", "aten.add.Tensor", flops=1, bytes=8, output_bytes=4)]
