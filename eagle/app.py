@@ -16,17 +16,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra import compose, initialize_config_module
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import suites
 from eagle import run_dir
@@ -223,8 +227,87 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     return summary
 
 
+def main() -> None:
+    """The `eagle-run` command: a misspelt config name or setting stops with one line
+    naming it and status 2, as every bad input does, before Hydra starts (Hydra's own
+    message takes a dozen lines and exits with 1)."""
+    if (problem := override_problem(sys.argv[1:])) is not None:
+        print(f"eagle-run: error: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    hydra_main()
+
+
+def override_problem(args: list[str]) -> str | None:
+    """What is wrong with the command line's config names and settings, in one line, or
+    None. Each value of a sweep is composed once, the other overrides at their first
+    value. Command lines with Hydra's own flags (other than -m) are left to Hydra."""
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in args):
+        return None
+    try:
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if not a.startswith("-")]
+        )
+    except HydraException as e:
+        return _one_line(str(e))
+    sweeps = [o for o in overrides if o.is_sweep_override()]
+    if sweeps and not {"-m", "--multirun"} & set(args):
+        return f"{sweeps[0].input_line!r} is a sweep: run it with eagle-run -m"
+    values = [
+        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override() else [str(o.input_line)]
+        for o in overrides
+    ]  # fmt: skip
+    firsts = [v[0] for v in values]
+    tries = [firsts] + [
+        [*firsts[:k], value, *firsts[k + 1 :]]
+        for k, options in enumerate(values)
+        for value in options[1:]
+    ]
+    for tried in tries if overrides else []:
+        try:
+            _compose(tried)
+        except (HydraException, OmegaConfBaseException) as e:
+            return _unknown_setting(str(e), tried) or _one_line(str(e))
+    return None
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    with initialize_config_module(config_module="eagle.conf", version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def _one_line(message: str) -> str:
+    """Hydra's message on one line, its list of a group's options kept."""
+    text = message.split("\nConfig search path:")[0]
+    head, _, options = text.partition("\n\nAvailable options in ")
+    line = " ".join(head.split()).removeprefix("In 'config': ")
+    if options:
+        group, _, names = options.partition(":")
+        group = group.strip("'")
+        line += f"; {group} options: {', '.join(names.split())}"
+        if group == "suite":
+            line += " (your own graph: suite.path=FILE, or eagle-capture --register)"
+    return line
+
+
+def _unknown_setting(message: str, others: list[str]) -> str | None:
+    """For Hydra's "Could not override 'KEY'" (whose advice, append it with +KEY, would
+    only be refused later: the settings are checked by name), the settings there are."""
+    found = re.match(r"Could not override '([^']+)'", message)
+    if found is None:
+        return None
+    key = found.group(1)
+    parent = key.rpartition(".")[0]
+    rest = [o for o in others if o.lstrip("+~").partition("=")[0] != key]
+    node = OmegaConf.select(_compose(rest), parent) if parent else _compose(rest)
+    if not isinstance(node, DictConfig):
+        return f"unknown setting {key!r}"
+    keys = [str(k) for k in node if k not in ("hydra", "_target_")]
+    return f"unknown setting {key!r}; {parent or 'the top level'} has: {', '.join(keys)}"
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     try:

@@ -152,6 +152,38 @@ def test_unknown_names_list_the_valid_ones(override, listed):
     assert "Available options" in str(e.value) and listed in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["agent=hefts"], "Could not find 'agent/hefts'; agent options: eagle, eagle_paper, "
+         "expert, heft,"),
+        (["suite=mine"], "suite options: bert, gnmt, inception_v3 (your own graph: "
+         "suite.path=FILE, or eagle-capture --register)"),
+        (["budget.sample=300"], "unknown setting 'budget.sample'; budget has: samples, seconds"),
+        (["agent=heft", "agent.lr=0.1"], "unknown setting 'agent.lr'; agent has: name, devices"),
+        (["seed=0,1"], "'seed=0,1' is a sweep: run it with eagle-run -m"),
+        (["-m", "agent=heft,hefts", "seed=0,1"], "Could not find 'agent/hefts'"),  # 2nd value
+        (["-m", "agent=heft,random", "suite=gnmt", "seed=0,1"], None),
+        (["experiment=paper", "hydra/launcher=joblib", "hydra.run.dir=x"], None),
+        (["--cfg", "job", "agent=hefts"], None),  # Hydra's own flags: left to Hydra
+    ],
+)  # fmt: skip
+def test_a_bad_name_or_setting_on_the_command_line_is_one_line(args, message):
+    problem = eagle.app.override_problem(args)
+    assert (problem is None) if message is None else (message in problem), problem
+
+
+def test_the_command_exits_2_on_a_misspelt_setting():
+    import subprocess
+    import sys
+
+    tool = Path(sys.executable).with_name("eagle-run")
+    proc = subprocess.run([str(tool), "budget.sample=3"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr == "eagle-run: error: unknown setting 'budget.sample'; budget has: " \
+        "samples, seconds\n"  # fmt: skip
+
+
 def test_paper_experiment_states_its_sweep_and_budget():
     c = cfg("experiment=paper", hydra=True)
     params = c.hydra.sweeper.params
