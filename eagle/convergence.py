@@ -156,15 +156,18 @@ def trend_note(trend: float, warm_started: bool = False) -> str | None:
         f"the mean cost of its samples over the last tenth of its RL iterations was "
         f"{trend:.2f}x that over the first tenth"
     )
+    still = trend < 1.005  # "1.00x": it stayed, rather than drifted
     if warm_started:
+        moved = "it stayed at" if still else "it drifted off"
         return (
-            f"the RL phase did not learn: {drift} (it drifted off the warm start it "
-            "imitated), so this run's best came from its warm start, sampling on the way "
-            "or the local search after it (results/README.md, 'How EAGLE's RL drifts off "
-            "its warm start')"
+            f"the RL phase did not learn: {drift} ({moved} the warm start it imitated), "
+            "so this run's best came from its warm start, sampling on the way or the "
+            "local search after it (results/README.md, 'How EAGLE's RL drifts off its "
+            "warm start')"
         )
+    moved = "its samples got no better" if still else "it drifted or collapsed"
     return (
-        f"the policy did not learn: {drift} (it drifted or collapsed), so its best "
+        f"the policy did not learn: {drift} ({moved}), so its best "
         f"placement came from sampling on the way, not from what it learned; try a lower "
         f"agent.lr (results/README.md, 'Did they learn')"
     )

@@ -147,3 +147,6 @@ def test_a_run_whose_policy_did_not_learn_says_so():
     warm = convergence.trend_note(1.43, warm_started=True)
     assert "1.43x" in warm and "drifted off the warm start" in warm and "agent.lr" not in warm
     assert convergence.trend_note(0.97, warm_started=True) is None
+    # 1.00x is no drift: it stayed where it started
+    assert "(it stayed at the warm start" in convergence.trend_note(1.001, warm_started=True)
+    assert "(its samples got no better)" in convergence.trend_note(1.001)
