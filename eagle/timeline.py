@@ -32,6 +32,7 @@ from eagle.problem import problem_from_config
 from simulator import Cluster, OpGraph, placement_from_json, simulate
 from simulator.graph import IntArray
 from simulator.result import Trace, ms
+from suites.capture import PLACEHOLDER_TYPES
 
 MODULE_DEPTH = 2  # module path parts that name a colour group, outside repeated blocks
 REPEATED = 4  # numbered children that make a container a stack of repeated blocks
@@ -110,9 +111,16 @@ def gantt(best: BestPlacement, path: Path) -> None:
     graph, cluster, trace = best.graph, best.cluster, best.trace
     group_of = module_groups(graph.module_vocab)
     groups = [group_of[graph.module(i)] for i in range(graph.num_ops)]
-    busy: dict[str, float] = {}  # in order of first op: the model's order
+    # in the model's order: by each group's first forward kernel (the graph starts with
+    # its parameters and inputs, in no layer order), groups without one after
+    first: dict[str, int] = {}
+    for k in np.flatnonzero(graph.phase_ids == 0):
+        if graph.op_type(int(k)) not in PLACEHOLDER_TYPES:
+            first.setdefault(groups[k], len(first))
+    seconds: dict[str, float] = {}
     for i, g in enumerate(groups):
-        busy[g] = busy.get(g, 0.0) + float(trace.op_end[i] - trace.op_start[i])
+        seconds[g] = seconds.get(g, 0.0) + float(trace.op_end[i] - trace.op_start[i])
+    busy = {g: seconds[g] for g in sorted(seconds, key=lambda g: first.get(g, len(first)))}
     step = math.ceil(len(busy) / LEGEND)  # legend: one group in `step`
     if len(busy) <= COLOURED:
         shown = sorted(busy, key=lambda g: -busy[g])
