@@ -101,6 +101,20 @@ def write(best: BestPlacement, out: Path) -> list[Path]:
     return [png, trace_path]
 
 
+def busy_in_model_order(graph: OpGraph, groups: list[str], trace: Trace) -> dict[str, float]:
+    """Seconds of ops per module group, in the model's order: by each group's first
+    forward kernel (the graph starts with its parameters and inputs, in no layer
+    order), groups without one after, as they first appear."""
+    first: dict[str, int] = {}
+    for k in np.flatnonzero(graph.phase_ids == 0):
+        if graph.op_type(int(k)) not in PLACEHOLDER_TYPES:
+            first.setdefault(groups[k], len(first))
+    seconds: dict[str, float] = {}
+    for i, g in enumerate(groups):
+        seconds[g] = seconds.get(g, 0.0) + float(trace.op_end[i] - trace.op_start[i])
+    return {g: seconds[g] for g in sorted(seconds, key=lambda g: first.get(g, len(first)))}
+
+
 def gantt(best: BestPlacement, path: Path) -> None:
     import matplotlib
 
@@ -111,16 +125,7 @@ def gantt(best: BestPlacement, path: Path) -> None:
     graph, cluster, trace = best.graph, best.cluster, best.trace
     group_of = module_groups(graph.module_vocab)
     groups = [group_of[graph.module(i)] for i in range(graph.num_ops)]
-    # in the model's order: by each group's first forward kernel (the graph starts with
-    # its parameters and inputs, in no layer order), groups without one after
-    first: dict[str, int] = {}
-    for k in np.flatnonzero(graph.phase_ids == 0):
-        if graph.op_type(int(k)) not in PLACEHOLDER_TYPES:
-            first.setdefault(groups[k], len(first))
-    seconds: dict[str, float] = {}
-    for i, g in enumerate(groups):
-        seconds[g] = seconds.get(g, 0.0) + float(trace.op_end[i] - trace.op_start[i])
-    busy = {g: seconds[g] for g in sorted(seconds, key=lambda g: first.get(g, len(first)))}
+    busy = busy_in_model_order(graph, groups, trace)
     step = math.ceil(len(busy) / LEGEND)  # legend: one group in `step`
     if len(busy) <= COLOURED:
         shown = sorted(busy, key=lambda g: -busy[g])

@@ -8,6 +8,8 @@ import json
 from eagle import report, timeline
 from eagle.app import run
 from eagle.run_dir import RunRecord
+from simulator import CostModel, simulate
+from tests.conftest import graph, unit_cluster
 from tests.test_app import cfg
 
 
@@ -20,6 +22,25 @@ def test_module_groups_by_hand():
     assert [groups[m] for m in branches] == ["mixed_5b.b1", "mixed_5b.b1", "mixed_5b.b3"]
     assert groups["decoder"] == "decoder"
     assert groups[""] == "(step)"
+
+
+def test_groups_are_listed_in_the_models_order_not_the_graphs():
+    # the graph starts with the parameters of the last layer: "fc" would come first
+    ops = [
+        {"name": "w_fc", "type": "param", "module": "fc", "t": 0},
+        {"name": "w_conv", "type": "param", "module": "conv", "t": 0},
+        {"name": "conv", "type": "aten.conv", "module": "conv", "t": 2},
+        {"name": "fc", "type": "aten.mm", "module": "fc", "t": 3},
+        {"name": "fc_grad", "type": "aten.mm", "module": "fc", "t": 1, "phase": "backward"},
+    ]
+    g = graph(ops, [("w_conv", "conv", 1), ("conv", "fc", 1), ("w_fc", "fc", 1),
+                    ("fc", "fc_grad", 1)])  # fmt: skip
+    result = simulate(g, [0] * g.num_ops, unit_cluster(1), CostModel.default(unit_cluster(1)),
+                      trace=True)  # fmt: skip
+    assert result.trace is not None
+    groups = [g.module(i) for i in range(g.num_ops)]
+    busy = timeline.busy_in_model_order(g, groups, result.trace)
+    assert list(busy) == ["conv", "fc"] and busy == {"conv": 2.0, "fc": 4.0}
 
 
 def test_best_placement_timeline_from_a_run_dir(cached_small_suites, tmp_path):
