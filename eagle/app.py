@@ -239,8 +239,10 @@ def main() -> None:
 
 def override_problem(args: list[str]) -> str | None:
     """What is wrong with the command line's config names and settings, in one line, or
-    None. Each value of a sweep is composed once, the other overrides at their first
-    value. Command lines with Hydra's own flags (other than -m) are left to Hydra."""
+    None. A sweep over a config group's choices (`agent=heft,eagle`) is composed once per
+    choice, the other overrides at their first value; any other sweep with its first
+    value (its key is the same for all). What this cannot expand is left to Hydra:
+    Hydra's own flags but -m, glob and interval sweeps."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in args):
         return None
     try:
@@ -250,13 +252,20 @@ def override_problem(args: list[str]) -> str | None:
     except HydraException as e:
         return _one_line(str(e))
     sweeps = [o for o in overrides if o.is_sweep_override()]
-    if sweeps and not {"-m", "--multirun"} & set(args):
+    keys = {o.key_or_group for o in overrides}
+    if sweeps and not {"-m", "--multirun"} & set(args) and "hydra.mode" not in keys:
         return f"{sweeps[0].input_line!r} is a sweep: run it with eagle-run -m"
+    try:
+        values = [
+            [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+            if o.is_sweep_override() else [str(o.input_line)]
+            for o in overrides
+        ]  # fmt: skip
+    except HydraException:  # a glob needs Hydra's config loader to expand
+        return None
     values = [
-        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
-        if o.is_sweep_override() else [str(o.input_line)]
-        for o in overrides
-    ]  # fmt: skip
+        v if o.key_or_group in _GROUPS else v[:1] for o, v in zip(overrides, values, strict=True)
+    ]
     firsts = [v[0] for v in values]
     tries = [firsts] + [
         [*firsts[:k], value, *firsts[k + 1 :]]
@@ -269,6 +278,10 @@ def override_problem(args: list[str]) -> str | None:
         except (HydraException, OmegaConfBaseException) as e:
             return _unknown_setting(str(e), tried) or _one_line(str(e))
     return None
+
+
+# the config groups (a choice each), as `eagle/conf/` holds them
+_GROUPS = ("suite", "agent", "cluster", "cost_model", "experiment", "hydra/launcher")
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -299,7 +312,14 @@ def _unknown_setting(message: str, others: list[str]) -> str | None:
     key = found.group(1)
     parent = key.rpartition(".")[0]
     rest = [o for o in others if o.lstrip("+~").partition("=")[0] != key]
-    node = OmegaConf.select(_compose(rest), parent) if parent else _compose(rest)
+    node = None
+    # the config without it; failing that (another bad setting), with the choices alone
+    for kept in (rest, [o for o in rest if o.partition("=")[0] in _GROUPS]):
+        try:
+            node = OmegaConf.select(_compose(kept), parent) if parent else _compose(kept)
+            break
+        except (HydraException, OmegaConfBaseException):
+            continue
     if not isinstance(node, DictConfig):
         return f"unknown setting {key!r}"
     keys = [str(k) for k in node if k not in ("hydra", "_target_")]

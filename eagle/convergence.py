@@ -156,7 +156,7 @@ def trend_note(trend: float, warm_started: bool = False) -> str | None:
         f"the mean cost of its samples over the last tenth of its RL iterations was "
         f"{trend:.2f}x that over the first tenth"
     )
-    still = trend < 1.005  # "1.00x": it stayed, rather than drifted
+    still = f"{trend:.2f}" == "1.00"  # as printed: it stayed, rather than drifted
     if warm_started:
         moved = "it stayed at" if still else "it drifted off"
         return (

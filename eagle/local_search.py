@@ -54,7 +54,7 @@ from eagle.baselines import (
     SinglePlacer,
 )
 from eagle.errors import PlacerError
-from eagle.placer import Evaluation, Placer, count, seconds
+from eagle.placer import Evaluation, Placer, amount, count
 from eagle.problem import Problem
 from simulator import placement_from_json, simulate
 from simulator.files import parse_json, read_limited
@@ -307,14 +307,14 @@ class LocalSearchPlacer(Placer):
                 raise ValueError("its current placement is not a device per placement unit")
             current = units.astype(np.int64)
         self.current = current
-        self.current_time = seconds(state["current_time"], "current_time", np.inf)
+        self.current_time = amount(state["current_time"], "current_time", np.inf)
         # moves are judged against it: a time too low would stall the search
         if (current is None) != (self.current_time == np.inf) or (
             current is not None and not self.problem.takes(current[self.units], self.current_time)
         ):
             raise ValueError("its current placement does not take the current_time it records")
         started_at = self.temperature  # the configured start; it only cools from there
-        self.temperature = seconds(state["temperature"], "temperature", 0.0)
+        self.temperature = amount(state["temperature"], "temperature", 0.0)
         if self.temperature > started_at:
             raise ValueError(f"temperature {self.temperature} is above agent.temperature")
         self.pending = {int(u): int(d) for u, d in state["pending"]}

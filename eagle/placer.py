@@ -69,11 +69,11 @@ def count(value: Any, name: str) -> int:
     return value
 
 
-def seconds(value: Any, name: str, unset: float) -> float:
-    """A time or cost read back from a checkpoint (data, `load_state_dict`): a finite
-    number >= 0, or `unset`, the placer's value before it has one (inf or NaN)."""
+def amount(value: Any, name: str, unset: float) -> float:
+    """A time, cost or temperature read back from a checkpoint (data, `load_state_dict`):
+    a finite number >= 0, or `unset`, the placer's value before it has one (inf, NaN)."""
     if is_amount(value):
         return float(value)
     if isinstance(value, float) and (value == unset or (value != value and unset != unset)):
         return value
-    raise ValueError(f"{name} is not a time")
+    raise ValueError(f"{name} is not a number >= 0")

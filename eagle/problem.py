@@ -194,12 +194,12 @@ def make_cost_model(cluster: Cluster) -> CostModel:
     return CostModel.default(cluster)
 
 
-def label(name: str, path: str | None, variant: str = "default") -> str:
+def label(name: str, path: str | None, variant: str | None = "default") -> str:
     """How a suite or cluster is named in run dirs and reports: its name (a suite's
     variant other than the default after a dash, `gnmt-small`, as best-known records
     are named), or the stem of its file (`my_model.json.gz` -> `my_model`)."""
     if not path:
-        return name if variant == "default" else f"{name}-{variant}"
+        return name if variant in ("default", "", None) else f"{name}-{variant}"
     base = Path(path).name
     for suffix in (".json.gz", ".json", ".yaml", ".yml"):
         if base.endswith(suffix):

@@ -77,7 +77,7 @@ from eagle.local_search import (
     start_placers,
     starts_left_in,
 )
-from eagle.placer import Evaluation, Placer, count, seconds
+from eagle.placer import Evaluation, Placer, amount, count
 from eagle.problem import Problem
 from simulator.graph import FloatArray, IntArray, is_amount
 from simulator.placement import check_batch, check_placement
@@ -505,13 +505,13 @@ class PolicyGradientPlacer(Placer):
             if any(m.shape != param.shape for m in moments.values() if m.ndim):
                 raise ValueError("the optimizer's state does not fit the policy's weights")
         self.generator.set_state(state["generator"])
-        self.baseline = seconds(state["baseline"], "baseline", math.nan)  # inf: no learning
+        self.baseline = amount(state["baseline"], "baseline", math.nan)  # inf: no learning
         self.samples_seen = count(state["samples_seen"], "samples_seen")
         self.starts = self.starts[len(self.starts) - starts_left_in(state, len(self.starts)) :]
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         self.anchored = bool(state["anchored"])
-        self.best_time = seconds(state["best_time"], "best_time", math.inf)
+        self.best_time = amount(state["best_time"], "best_time", math.inf)
         best, problem = state["best_placement"], self.problem
         self.best_placement = (
             None if best is None else check_placement(problem.graph, problem.cluster, best)

@@ -162,7 +162,11 @@ def _read_run(path: Path) -> RunRecord:
     if (path / ERROR).exists():
         error = _read_json_object(path / ERROR, ERROR_KEYS)
         error["error"] = str(error["error"])
-        error["suite"] = _reported_suite(error, {})
+        try:  # a failed run's config names its variant when its error.json is older
+            config = read_config(path / CONFIG) if (path / CONFIG).exists() else {}
+        except (ConfigError, RunDirError):
+            config = {}
+        error["suite"] = _reported_suite(error, config)
         return RunRecord(path=path, summary=None, error=error)
     return RunRecord(path=path, summary=None, error=None)
 

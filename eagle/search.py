@@ -320,8 +320,8 @@ def search(
     if checkpoint is not None and resumed:
         state = load_checkpoint(checkpoint, placer, evaluator, meta)
         log.info(  # a rerun, or a larger budget, continues the run rather than redoing it
-            "resuming from %s: %d placements done, %s (resume=false starts afresh)",
-            checkpoint, state.samples, _postfix(state),
+            "resuming from %s: %d placements done%s (resume=false starts afresh)",
+            checkpoint, state.samples, f", {_postfix(state)}" if state.samples else "",
         )  # fmt: skip
 
     def save() -> None:

@@ -30,7 +30,7 @@ import numpy as np
 from eagle import run_dir
 from eagle.problem import problem_from_config
 from simulator import Cluster, OpGraph, placement_from_json, simulate
-from simulator.graph import IntArray
+from simulator.graph import PHASES, IntArray
 from simulator.result import Trace, ms
 from suites.capture import PLACEHOLDER_TYPES
 
@@ -106,7 +106,7 @@ def busy_in_model_order(graph: OpGraph, groups: list[str], trace: Trace) -> dict
     forward kernel (the graph starts with its parameters and inputs, in no layer
     order), groups without one after, as they first appear."""
     first: dict[str, int] = {}
-    for k in np.flatnonzero(graph.phase_ids == 0):
+    for k in np.flatnonzero(graph.phase_ids == PHASES.index("forward")):
         if graph.op_type(int(k)) not in PLACEHOLDER_TYPES:
             first.setdefault(groups[k], len(first))
     seconds: dict[str, float] = {}

@@ -22,7 +22,7 @@ def ms(seconds: float) -> str:
     value = seconds * 1e3
     if value == 0:
         return "0"
-    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.4g}"
 
 
 @dataclass(frozen=True)

@@ -294,14 +294,14 @@ def graph_main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("stats", help="size, FLOPs, memory, bounds and top op types")
     s.add_argument("graph", help=f"a suite ({', '.join(suites.names())}) or a graph file")
-    s.add_argument("--variant", choices=["default", "small"], default="default")
+    s.add_argument("--variant", choices=suites.registry.VARIANTS, default="default")
     s.add_argument("--cluster", default="p100x4", help="built-in name or YAML path")
     s.add_argument("--top", type=int, default=10, help="how many op types to list")
     sub.add_parser("list", help="the suites eagle-run takes: built-in and registered")
     e = sub.add_parser("export", help="write a suite's graph file (for eagle-sim, your own "
                        "placements, or to share)")  # fmt: skip
     e.add_argument("suite", help=f"a suite ({', '.join(suites.names())}) or registered one")
-    e.add_argument("--variant", choices=["default", "small"], default="default")
+    e.add_argument("--variant", choices=suites.registry.VARIANTS, default="default")
     e.add_argument("--out", type=Path, help="file to write (default: SUITE.json.gz here)")
     args = p.parse_args(argv)
     try:

@@ -99,12 +99,21 @@ def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):
     finished(sweep, "gnmt", "random", 5, 0.006)  # an older run dir: the config says
     (sweep / "gnmt__random__p100x4__5" / "config.yaml").write_text(
         "seed: 5\nsuite:\n  name: gnmt\n  variant: small\n  path: null\n")  # fmt: skip
+    failed = sweep / "gnmt__expert__p100x4__5"  # an older failed run: its config says too
+    failed.mkdir()
+    (failed / "config.yaml").write_text("suite:\n  name: gnmt\n  variant: small\n")
+    (failed / "error.json").write_text(
+        json.dumps(
+            {"suite": "gnmt", "agent": "expert", "cluster": "p100x4", "seed": 5, "error": "E"}
+        )
+    )
     records = run_dir.scan([sweep])[0]
     best = {("gnmt", "p100x4"): 1.2, ("gnmt-small", "p100x4"): 0.002}
     t = report.table(records, best=best).set_index(["suite", "placer"])
     assert t.loc[("gnmt", "heft")].mean_step_time == 1.5  # not averaged with the small one
     assert t.loc[("gnmt-small", "heft")].ratio_to_best_known == pytest.approx(1.5)
     assert t.loc[("gnmt-small", "random")].mean_step_time == 0.006
+    assert t.loc[("gnmt-small", "expert")].status == "failed: E"
     assert list(t.index.get_level_values(0).unique()) == ["gnmt", "gnmt-small", "bert"]
 
 

@@ -265,7 +265,7 @@ def test_a_checkpoint_whose_remembered_simulations_lie_is_refused(files, tmp_pat
     [
         ("pending", "a pending move is not"),  # of a unit the graph does not have
         ("current_time halved", "its current placement does not take the current_time"),
-        ("current_time nan", "current_time is not a time"),
+        ("current_time nan", "current_time is not a number >= 0"),
         ("warmer than configured", "temperature 0.5 is above agent.temperature"),
     ],
 )
