@@ -251,9 +251,13 @@ def override_problem(args: list[str]) -> str | None:
         )
     except HydraException as e:
         return _one_line(str(e))
+    if not overrides:
+        return None
     sweeps = [o for o in overrides if o.is_sweep_override()]
-    keys = {o.key_or_group for o in overrides}
-    if sweeps and not {"-m", "--multirun"} & set(args) and "hydra.mode" not in keys:
+    multirun = {"-m", "--multirun"} & set(args) or any(
+        o.key_or_group == "hydra.mode" for o in overrides
+    )
+    if sweeps and not multirun:
         return f"{sweeps[0].input_line!r} is a sweep: run it with eagle-run -m"
     try:
         values = [
@@ -272,7 +276,7 @@ def override_problem(args: list[str]) -> str | None:
         for k, options in enumerate(values)
         for value in options[1:]
     ]
-    for tried in tries if overrides else []:
+    for tried in tries:
         try:
             _compose(tried)
         except (HydraException, OmegaConfBaseException) as e:
