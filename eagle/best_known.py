@@ -125,6 +125,8 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     suite = config["suite"]
     if suite.get("path"):
         raise BestKnownError(f"{candidate}: a graph file's run; records are of built-in suites")
+    if (config.get("cluster") or {}).get("path"):  # `check` re-prices records by name
+        raise BestKnownError(f"{candidate}: a cluster file's run; records are of built-in clusters")
     variant = suite.get("variant") or "default"
     cluster = problem.cluster.name
     placement = read_placement(problem, candidate / run_dir.PLACEMENT)

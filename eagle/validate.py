@@ -150,7 +150,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", default="small", help="suite variant (default: small)")
     p.add_argument("--cluster", default="cpu2", help="built-in cluster or YAML whose devices "
                    "exist on this machine (default: cpu2)")  # fmt: skip
-    p.add_argument("--n", type=int, default=20, help="placements to measure (default: 20)")
+    p.add_argument("--n", type=int, default=20,
+                   help="placements to measure (default: 20); the one-shot placers' are "
+                   "always measured, random ones fill up to N")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the random placements")
     p.add_argument("--repeats", type=int, default=4, help="timed steps per round (default: 4)")
     p.add_argument("--rounds", type=int, default=8, help="rounds of fresh workers (default: 8)")
@@ -236,6 +238,21 @@ def candidates(
     return out, same_as
 
 
+def _check_out(out: Path, report: tuple[str, str, str]) -> None:
+    """A folder holding another suite's or cluster's report is not overwritten (the
+    default is the committed one's); the same report's is, measured again."""
+    try:
+        about = parse_json(read_limited(out / "summary.json"))
+        found = (about.get("suite"), about.get("variant"), about.get("cluster"))
+    except (OSError, ValueError, AttributeError):  # none, or not a report: nothing to keep
+        return
+    if found != report:
+        raise ValidateError(
+            f"{out} holds a report of {found[0]} ({found[1]}) on {found[2]}, not "
+            f"{report[0]} ({report[1]}) on {report[2]}; pick another --out"
+        )
+
+
 def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Measure the chosen placements (module docstring), write the report, return its
     summary; `command` is recorded in it, to re-run."""
@@ -246,6 +263,8 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
         missed = found.step_miss_warning("re-level again (eagle-profile --relevel) first")
         if missed:
             print(missed, file=sys.stderr)
+    out = args.out or Path(f"results/fidelity/{name}")
+    _check_out(out, (name, variant, cluster.name))  # before the minutes of measuring
     _, module, values = suites.program(name, variant)
     chosen, same_as = candidates(problem, args.n, args.seed, args.placements)
     if len(chosen) < args.n:
@@ -282,7 +301,6 @@ def validate(args: argparse.Namespace, command: str) -> dict[str, Any]:
     rounds_of = [[p.times for p in pts] for pts in samples.values()]  # [placement][round]
     uncertainty = bootstrap_rounds(rounds_of, [p.predicted for p in points], validator.summarise)
     agreement = split_half_tau(rounds_of, validator.summarise)
-    out = args.out or Path(f"results/fidelity/{name}")
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame([vars(p) for p in points]).drop(columns=["times", "starts"])
     frame["error"] = (frame.predicted - frame.measured) / frame.measured

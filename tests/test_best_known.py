@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import simulator
 from eagle import best_known
 from eagle.app import run
 from eagle.local_search import STARTS
@@ -79,6 +80,17 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
 def test_update_refuses_what_it_cannot_read(tmp_path, capsys):
     assert best_known.main(["update", str(tmp_path / "nowhere"), "--dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("eagle-best: error: ")
+
+
+def test_update_refuses_a_run_on_a_cluster_file(cached_small_suites, tmp_path, capsys):
+    """`check` re-prices a record by its cluster's name: a file's run (priced by the file
+    as it is now, maybe edited since) would be a record that `check` cannot read."""
+    cluster = tmp_path / "mybox.yaml"
+    cluster.write_text((Path(simulator.__file__).parent / "clusters" / "p100x4.yaml").read_text())
+    out, _ = small_run(tmp_path, "single", **{"cluster.path": str(cluster)})
+    assert best_known.main(["update", str(out), "--dir", str(tmp_path / "bk")]) == 2
+    assert "a cluster file's run; records are of built-in clusters" in capsys.readouterr().err
+    assert not (tmp_path / "bk").exists()
 
 
 @pytest.mark.skipif(not best_known.DEFAULT_DIR.is_dir(), reason="no records committed here")

@@ -36,6 +36,15 @@ def test_bad_arguments_and_placements_are_one_line_errors(cached_small_suites, t
     assert main(["--suite", "bert", "--placements", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: placement names unknown op 'no_such_op'" in err and "Traceback" not in err
+    # a folder holding another suite's report is not overwritten (the default folder is
+    # the committed report's); refused before the minutes of measuring
+    other = tmp_path / "gnmt_report"
+    other.mkdir()
+    (other / "summary.json").write_text(json.dumps(
+        {"suite": "gnmt", "variant": "small", "cluster": "cpu2"}))  # fmt: skip
+    assert main(["--suite", "bert", "--out", str(other)]) == 2
+    assert f"{other} holds a report of gnmt (small) on cpu2, not bert (small) on cpu2; " \
+        "pick another --out" in capsys.readouterr().err  # fmt: skip
 
 
 def test_candidates_are_distinct_up_to_the_mirror_image(cached_small_suites):

@@ -374,6 +374,9 @@ def scatter(
     tau_range = ""
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.scatter(measured, predicted, s=22, color="tab:blue", zorder=3)
+    if len(points) <= 30:  # which placement is which (more would be unreadable)
+        for p, x, y in zip(points, measured, predicted, strict=True):
+            ax.annotate(p.label, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6)
     if uncertainty is not None:
         low = np.minimum(np.array(uncertainty.measured_lo) * 1e3, measured)
         high = np.maximum(np.array(uncertainty.measured_hi) * 1e3, measured)
@@ -386,7 +389,7 @@ def scatter(
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured step time (ms)")
-    ax.set_ylabel("predicted step time (ms)")
+    ax.set_ylabel("predicted step time (ms); below the line: slower than predicted")
     stats = fidelity(points)
     ax.set_title(
         f"{title}\nmedian APE {stats['median_ape']:.1%}, Kendall tau {stats['kendall_tau']:.2f}"
