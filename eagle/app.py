@@ -301,10 +301,14 @@ def _one_line(message: str) -> str:
     if options:
         group, _, names = options.partition(":")
         group = group.strip("'")
-        line += f"; {group} options: {', '.join(names.split())}"
-        if group == "suite":
-            line += " (your own graph: suite.path=FILE, or eagle-capture --register)"
+        line += f"; {group} options: {', '.join(names.split())}{_YOUR_OWN.get(group, '')}"
     return line
+
+
+_YOUR_OWN = {  # what a user with their own graph or cluster file meant
+    "suite": " (your own graph: suite.path=FILE, or eagle-capture --register)",
+    "cluster": " (your own cluster: cluster.path=YAML)",
+}
 
 
 def _unknown_setting(message: str, others: list[str]) -> str | None:

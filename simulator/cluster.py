@@ -407,10 +407,12 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
         raise ClusterError("'devices' must be a non-empty list of {name, type, memory}")
     devices: list[Device] = []
     for i, d in enumerate(raw):
+        if isinstance(d, Mapping):  # first: a misspelt required key is named as such
+            named = isinstance(d.get("name"), str)
+            _known_keys(d, _DEVICE_KEYS, f"device {d['name']!r}" if named else f"devices[{i}]")
         if not isinstance(d, Mapping) or not {"name", "type", "memory"} <= d.keys():
             raise ClusterError(f"devices[{i}] must have 'name', 'type' and 'memory'")
         name = _name(d["name"], f"devices[{i}]: 'name'")
-        _known_keys(d, _DEVICE_KEYS, f"device {name!r}")
         for key, rate in _NEEDS_RATE.items():
             if key in d and rate not in d:
                 raise ClusterError(
@@ -461,9 +463,10 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
     def parse(
         link: Any, what: str, allowed: frozenset[str] = _LINK_KEYS
     ) -> tuple[float, float, bool, float, float]:
+        if isinstance(link, Mapping):  # first: a misspelt required key is named as such
+            _known_keys(link, allowed, what)
         if not isinstance(link, Mapping) or not {"bandwidth", "latency"} <= link.keys():
             raise ClusterError(f"{what} must have 'bandwidth' (bytes/s) and 'latency' (s)")
-        _known_keys(link, allowed, what)
         sender = link.get("by_sender", False)
         if not isinstance(sender, bool):
             raise ClusterError(f"{what} by_sender must be true or false, got {short_repr(sender)}")

@@ -86,14 +86,14 @@ class Roofline:
             "mem_efficiency",
             "source",
         }
-        if not isinstance(d, Mapping) or not {"peak_flops", "mem_bandwidth"} <= d.keys():
-            raise ClusterError(f"device type {name!r} needs at least peak_flops and mem_bandwidth")
-        unknown = d.keys() - known
-        if unknown:
+        unknown = d.keys() - known if isinstance(d, Mapping) else set()
+        if unknown:  # first: a misspelt required field is named as such
             raise ClusterError(
-                f"device type {name!r} has unknown field(s) {sorted(unknown)}; "
+                f"device type {name!r} has unknown field(s) {sorted(map(str, unknown))}; "
                 f"allowed: {sorted(known)}"
             )
+        if not isinstance(d, Mapping) or not {"peak_flops", "mem_bandwidth"} <= d.keys():
+            raise ClusterError(f"device type {name!r} needs at least peak_flops and mem_bandwidth")
         try:
             base = Roofline(peak_flops=1.0, mem_bandwidth=1.0, launch_overhead=0.0)
             given = dict(d.get("efficiency", {}))

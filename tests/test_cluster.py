@@ -403,6 +403,11 @@ def test_device_type_unknown_field(tmp_path):
         _with_type("{peak_flops: 1e14, mem_bandwidth: 9e11, peak_flop: 1}"),
         r"device type 'tpu' has unknown field\(s\) \['peak_flop'\]",
     )
+    _bad(  # a misspelt required field is named as such
+        tmp_path,
+        _with_type("{peak_flop: 1e14, mem_bandwidth: 9e11}"),
+        r"device type 'tpu' has unknown field\(s\) \['peak_flop'\]",
+    )
 
 
 @pytest.mark.parametrize(
@@ -416,6 +421,12 @@ def test_device_type_unknown_field(tmp_path):
         ("latency: 2e-6}", "latency: 2e-6, bysender: true}",
          r"link 'a' -> 'b' has unknown key\(s\) \['bysender'\]"),
         ("  pairs:", "  pair:\n  pairs:", r"'links' has unknown key\(s\) \['pair'\]"),
+        # a misspelt required key: named, not "must have 'type'"
+        ("{name: b, type: p100", "{name: b, tpye: p100",
+         r"device 'b' has unknown key\(s\) \['tpye'\]"),
+        ("{name: a, type: p100, memory: 16e9}", "{nmae: a, type: p100, memory: 16e9}",
+         r"devices\[0\] has unknown key\(s\) \['nmae'\]"),
+        ("latency: 2e-6}", "latncy: 2e-6}", r"link 'a' -> 'b' has unknown key\(s\) \['latncy'\]"),
     ],
 )  # fmt: skip
 def test_a_misspelt_key_is_refused_not_ignored(tmp_path, old, new, match):

@@ -161,6 +161,7 @@ def test_unknown_names_list_the_valid_ones(override, listed):
         (["suite=mine"], "suite options: bert, gnmt, inception_v3 (your own graph: "
          "suite.path=FILE, or eagle-capture --register)"),
         (["budget.sample=300"], "unknown setting 'budget.sample'; budget has: samples, seconds"),
+        (["cluster=mybox.yaml"], "p100x8 (your own cluster: cluster.path=YAML)"),
         (["agent=heft", "agent.lr=0.1"], "unknown setting 'agent.lr'; agent has: name, devices"),
         (["seed=0,1"], "'seed=0,1' is a sweep: run it with eagle-run -m"),
         (["-m", "agent=heft,hefts", "seed=0,1"], "Could not find 'agent/hefts'"),  # 2nd value
