@@ -22,7 +22,9 @@ def ms(seconds: float) -> str:
     value = seconds * 1e3
     if value == 0:
         return "0"
-    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}" if value >= 1 else f"{value:.4g}"
+    if value >= 1:
+        return f"{value:,.1f}" if value >= 100 else f"{value:.2f}"
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.2g}"  # 0.850, 0.029, 0.0005
 
 
 @dataclass(frozen=True)
