@@ -350,6 +350,9 @@ def hydra_main(cfg: DictConfig) -> None:
                 raise
             # A bad input: one line naming it (the message says what to fix), no traceback.
             print(f"eagle-run: error: {e}", file=sys.stderr)
+            if not any((out_dir / f).exists() for f in (run_dir.CHECKPOINT, run_dir.SUMMARY)):
+                # nothing ran: leave no run dir for reports to call unfinished
+                (out_dir / run_dir.CONFIG).unlink(missing_ok=True)
             raise SystemExit(2) from None
         # One failed job must not end the sweep: record it for the report and go on.
         log.error("run failed (%s: %s); the sweep goes on", type(e).__name__, e)

@@ -423,7 +423,9 @@ def _relevel(device: torch.device, names: list[str], profile_path: Path) -> rele
     parts: list[dict[str, float]] = []  # per suite: its one-worker step's seconds by kind
     measured: dict[str, dict[str, float]] = {}
     meter = StealMeter.start()
-    for name in names:
+    for done, name in enumerate(names):  # 20-40 s each: say what it is doing
+        print(f"re-level: measuring {name} (small), {done + 1} of {len(names)}",
+              file=sys.stderr, flush=True)  # fmt: skip
         suite_ratios, suite_parts, measured[name] = in_fresh_process(
             _relevel_suite, name, profile_path
         )

@@ -445,6 +445,7 @@ def test_the_command_prints_one_line_and_exits_2(files, tmp_path, override, frag
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("eagle-run: error: ") and fragment in lines[0]
+    assert not (tmp_path / "run" / "config.yaml").exists()  # no "unfinished run" for reports
 
 
 def test_the_command_names_a_corrupt_checkpoint(files, tmp_path):
