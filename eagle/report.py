@@ -308,7 +308,7 @@ def markdown(frame: pd.DataFrame) -> str:
                 "hierarchical_paper) and in ours (eagle, hierarchical: warm start, RL over groups,",
                 "local search over ops).",
             ]
-            if "eagle speed-up" in header
+            if any(name.startswith("eagle speed-up") for name in header)
             else []
         ),
         "cost model: what priced the step times (datasheet rooflines, measured profiles, or",

@@ -172,3 +172,11 @@ def test_eagle_speedup_and_latex_table(tmp_path):
     assert "\\textbf{1,000.0 ($\\times$1.00)}" in tex and "1,100.0 $\\pm$ 0" in tex
     assert "+10.0\\%" in tex and "±" not in tex and "**" not in tex
     assert tex.count("\\\\\n") == 3  # the header and two suites
+
+    # with the papers' pair alone, its column and the text explaining it stay
+    for name in ("gnmt__hierarchical__p100x4__0", "gnmt__hierarchical__p100x4__1",
+                 "gnmt__eagle__p100x4__0", "bert__eagle__p100x4__0"):  # fmt: skip
+        (tmp_path / name / "summary.json").unlink()
+    paper_only = report.markdown(report.table(run_dir.scan([tmp_path])[0]))
+    assert "eagle speed-up (paper setting)" in paper_only and "| eagle speed-up |" not in paper_only
+    assert "eagle speed-up: how much faster" in paper_only
