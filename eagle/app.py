@@ -38,7 +38,7 @@ from eagle.convergence import MEAN_COST, policy_trend, trend_note
 from eagle.errors import ConfigError, EagleError
 from eagle.loop_validation import loop_validation
 from eagle.placer import Placer
-from eagle.problem import Problem, label, problem_from_config
+from eagle.problem import Problem, label, problem_from_config, suite_variant
 from eagle.search import Budget, search
 from simulator import SimulatorError, placement_to_json
 from simulator.result import ms
@@ -68,11 +68,6 @@ def identity(cfg: DictConfig) -> dict[str, Any]:
         "cluster": label(cfg.cluster.name, cfg.cluster.path),
         "seed": int(cfg.seed),
     }
-
-
-def variant_of(cfg: DictConfig) -> str:
-    """The suite's variant (`default` for a graph file, which has none)."""
-    return "default" if cfg.suite.path else str(cfg.suite.get("variant") or "default")
 
 
 def build(node: Any, **kwargs: Any) -> Any:
@@ -147,7 +142,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
     placer = make_placer(cfg.agent, problem, who["seed"])
     validation, skipped = loop_validation(
-        problem, who["suite"], variant_of(cfg),
+        problem, who["suite"], suite_variant(cfg.suite),
         int(cfg.validation.every), int(cfg.validation.repeats),
     )  # fmt: skip
     notes = [f"validation skipped: {skipped}"] if skipped else []
@@ -183,7 +178,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         log.warning("%s: %s", who["agent"], note)
     summary = {
         **who,
-        "variant": variant_of(cfg),  # reports name a small variant's suite `gnmt-small`
+        "variant": suite_variant(cfg.suite),  # reports name a small variant's suite `gnmt-small`
         "best_step_time": result.best_step_time,
         "best_valid": result.best_valid,
         "best_reason": result.best_reason,
@@ -360,7 +355,7 @@ def hydra_main(cfg: DictConfig) -> None:
             out_dir / run_dir.ERROR,
             {
                 **identity(cfg),
-                "variant": variant_of(cfg),
+                "variant": suite_variant(cfg.suite),
                 "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(),
             },

@@ -30,7 +30,7 @@ from typing import Any
 
 from eagle import run_dir
 from eagle.errors import EagleError
-from eagle.problem import Problem, label, problem_from_config
+from eagle.problem import Problem, label, problem_from_config, suite_variant
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray, is_amount, short_repr
@@ -127,7 +127,7 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         raise BestKnownError(f"{candidate}: a graph file's run; records are of built-in suites")
     if (config.get("cluster") or {}).get("path"):  # `check` re-prices records by name
         raise BestKnownError(f"{candidate}: a cluster file's run; records are of built-in clusters")
-    variant = suite.get("variant") or "default"
+    variant = suite_variant(suite)
     cluster = problem.cluster.name
     placement = read_placement(problem, candidate / run_dir.PLACEMENT)
     result = simulate(problem.graph, placement, problem.cluster, problem.cost_model)

@@ -23,6 +23,7 @@ from eagle.errors import ConfigError
 from simulator import Cluster, CostModel, OpGraph, lower_bound, simulate_batch
 from simulator.graph import FloatArray, IntArray
 from suites.expert import gpu_indices
+from suites.registry import instance_name
 
 COST_MODELS = ("default",)  # the names `cost_model=` accepts (eagle/conf/cost_model/)
 # The `_target_` each group had before configs stopped naming code: still accepted in old
@@ -194,12 +195,17 @@ def make_cost_model(cluster: Cluster) -> CostModel:
     return CostModel.default(cluster)
 
 
+def suite_variant(suite: Mapping[str, Any]) -> str:
+    """A suite config's variant: `default` for a graph file, which has none."""
+    return "default" if suite.get("path") else str(suite.get("variant") or "default")
+
+
 def label(name: str, path: str | None, variant: str | None = "default") -> str:
     """How a suite or cluster is named in run dirs and reports: its name (a suite's
     variant other than the default after a dash, `gnmt-small`, as best-known records
     are named), or the stem of its file (`my_model.json.gz` -> `my_model`)."""
     if not path:
-        return name if variant in ("default", "", None) else f"{name}-{variant}"
+        return instance_name(name, variant)
     base = Path(path).name
     for suffix in (".json.gz", ".json", ".yaml", ".yml"):
         if base.endswith(suffix):

@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from eagle.errors import ConfigError, RunError
-from eagle.problem import check_plain, label
+from eagle.problem import check_plain, label, suite_variant
 from simulator.files import (
     NoAliasLoader,
     YamlRefused,
@@ -175,11 +175,10 @@ def _reported_suite(doc: dict[str, Any], config: dict[str, Any]) -> str:
     """The suite as reports name it, so a small variant gets its own rows and best-known
     record: its `variant` (in summaries since they hold it, else the config's)."""
     suite = config.get("suite")
-    suite = suite if isinstance(suite, dict) else {}
-    variant = doc.get("variant", "default" if suite.get("path") else suite.get("variant"))
+    variant = doc.get("variant", suite_variant(suite if isinstance(suite, dict) else {}))
     if not isinstance(doc["suite"], str) or not isinstance(variant, str | None):
         raise RunDirError("its suite and variant must be names")
-    return label(doc["suite"], None, variant or "default")
+    return label(doc["suite"], None, variant)
 
 
 def json_object(path: Path) -> dict[str, Any]:

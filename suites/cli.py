@@ -203,12 +203,10 @@ def capture_main(argv: list[str] | None = None) -> int:
 
 
 def export(suite: str, variant: str, out: Path | None) -> str:
-    """Write a suite's graph (`eagle-graph/1`), named as run dirs name the suite."""
-    if suite not in suites.names() + suites.registry.registered():
-        known = suites.names() + suites.registry.registered()
-        raise CliError(f"unknown suite {suite!r}; suites: {', '.join(known)}")
+    """Write a suite's graph (`eagle-graph/1`), named as run dirs name the suite; an
+    unknown name is `suites.load`'s SuiteError, which lists the suites."""
     graph = suites.load(suite, variant)
-    path = out or Path(f"{suite if variant == 'default' else f'{suite}-{variant}'}.json.gz")
+    path = out or Path(f"{suites.registry.instance_name(suite, variant)}.json.gz")
     try:
         graph.save(path)
     except OSError as e:

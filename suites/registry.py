@@ -35,6 +35,12 @@ from suites.models import bert, gnmt, inception_v3
 VARIANTS = ("default", "small")
 
 
+def instance_name(name: str, variant: str | None) -> str:
+    """A suite's variant as files and reports name it: `gnmt`, `gnmt-small` (run dirs,
+    best-known records, `eagle-graph export`)."""
+    return name if variant in ("default", "", None) else f"{name}-{variant}"
+
+
 class SuiteError(ValueError):
     """Unknown suite or variant; the message lists the valid ones."""
 
