@@ -238,12 +238,16 @@ def candidates(
     return out, same_as
 
 
+def _report_of(about: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """What a report's `summary.json` measured: (suite, variant, cluster)."""
+    return about.get("suite"), about.get("variant"), about.get("cluster")
+
+
 def _check_out(out: Path, report: tuple[str, str, str]) -> None:
     """A folder holding another suite's or cluster's report is not overwritten (the
     default is the committed one's); the same report's is, measured again."""
     try:
-        about = parse_json(read_limited(out / "summary.json"))
-        found = (about.get("suite"), about.get("variant"), about.get("cluster"))
+        found = _report_of(parse_json(read_limited(out / "summary.json")))
     except (OSError, ValueError, AttributeError):  # none, or not a report: nothing to keep
         return
     if found != report:
@@ -367,9 +371,7 @@ def pool(args: argparse.Namespace) -> PooledReports:
         about = parse_json(read_limited(summary_path))
         if not isinstance(about, dict):
             raise ValidateError(f"{summary_path} must hold a JSON object")
-        if (about.get("suite"), about.get("variant"), about.get("cluster")) != (
-            name, variant, cluster.name,
-        ):  # fmt: skip
+        if _report_of(about) != (name, variant, cluster.name):
             continue
         report = f"{folder.parent.name}/{folder.name}"
         files = [] if args.as_measured else sorted(folder.glob(RELEVEL_FILE.format("*")))
