@@ -383,11 +383,13 @@ def timeline_runs(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="eagle-report", description="Tabulate eagle-run run dirs (markdown + CSV)."
+        prog="eagle-report",
+        description="Tabulate eagle-run run dirs: the table (markdown, CSV, LaTeX), the "
+        "search cost, an ablation's effects, convergence plots and timelines.",
     )
     parser.add_argument("dirs", nargs="+", type=Path, help="run dirs or sweep dirs to scan")
     parser.add_argument(
-        "--out", type=Path, help="where to write report.md and report.csv (default: first DIR)"
+        "--out", type=Path, help="where to write the report's files (default: first DIR)"
     )
     parser.add_argument(
         "--table-name", default="report", help="stem of the table files (default: report)"

@@ -146,14 +146,15 @@ def parser() -> argparse.ArgumentParser:
         epilog="Writes points.csv, steps.csv, scatter.png, summary.json and "
         "placements.json.gz to --out; the README's 'Checking the simulator' explains them.",
     )
-    p.add_argument("--suite", default="gnmt", help=f"built-in suite ({', '.join(suites.names())})")
+    p.add_argument("--suite", default="gnmt",
+                   help=f"built-in suite ({', '.join(suites.names())}; default: gnmt)")  # fmt: skip
     p.add_argument("--variant", default="small", help="suite variant (default: small)")
     p.add_argument("--cluster", default="cpu2", help="built-in cluster or YAML whose devices "
                    "exist on this machine (default: cpu2)")  # fmt: skip
     p.add_argument("--n", type=int, default=20,
                    help="placements to measure (default: 20); the one-shot placers' are "
                    "always measured, random ones fill up to N")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the random placements")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random placements (default: 0)")
     p.add_argument("--repeats", type=int, default=4, help="timed steps per round (default: 4)")
     p.add_argument("--rounds", type=int, default=8, help="rounds of fresh workers (default: 8)")
     p.add_argument("--statistic", choices=sorted(STATISTICS), default="paired",
@@ -448,14 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     try:
+        if args.pool:  # measures nothing: --n, --repeats and --rounds do not apply
+            _print_pooled(pool(args))
+            return 0
         if args.n < 1 or args.repeats < 1 or args.rounds < 2:
             raise ValidateError(
                 "--n and --repeats must be at least 1, --rounds at least 2 (the intervals "
                 "resample rounds)"
             )
-        if args.pool:
-            _print_pooled(pool(args))
-            return 0
         summary = validate(args, " ".join(["eagle-validate", *argv]))
     except (ValidateError, EagleError, SimulatorError, suites.SuiteError, ValueError,
             OSError) as e:  # fmt: skip

@@ -49,6 +49,18 @@ def test_every_builtin_loads(name, devices):
     assert np.all(c.latency[off] > 0) if name != "cpu2" else np.all(c.latency[off] >= 0)
 
 
+def test_design_docs_example_loads_and_every_device_has_a_roofline(tmp_path):
+    """DESIGN.md's example is what a user copies first: it must load as written."""
+    from simulator.cost_model import CostModel
+
+    design = (Path(__file__).parents[1] / "DESIGN.md").read_text()
+    text = design.split("## Cluster (contract)")[1].split("```yaml")[1].split("```")[0]
+    c = _load(tmp_path, text)
+    assert c.device_names == ["cpu0", "gpu0", "gpu1"]
+    model = CostModel.default(c)
+    assert {d.type for d in c.devices} <= set(model.rooflines)
+
+
 def test_p100x4_numbers_match_its_yaml():
     c = Cluster.load("p100x4")
     assert c.device_names == ["cpu0", "gpu0", "gpu1", "gpu2", "gpu3"]

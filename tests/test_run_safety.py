@@ -293,8 +293,8 @@ def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path, change, me
 
 @pytest.mark.parametrize(
     "change",
-    ["optimizer", "learning rate", "prior", "best placement", "samples_seen", "baseline",
-     "best_time", "window entry", "window cost", "window placements", "window actions"],
+    ["optimizer", "learning rate", "prior", "start groups", "best placement", "samples_seen",
+     "baseline", "best_time", "window entry", "window cost", "window placements", "window actions"],
 )  # fmt: skip
 def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change):
     """Checked on load, so that neither a traceback mid-run nor a run that quietly stops
@@ -311,6 +311,8 @@ def test_a_learned_placers_damaged_checkpoint_is_refused(files, tmp_path, change
         placer["optimizer"]["param_groups"][0]["lr"] = float("nan")
     elif change == "prior":
         placer["policy"]["prior_groups"].fill_(10**6)
+    elif change == "start groups":  # a grouping change that never happened
+        placer["policy"]["start_groups"][0] = 99
     elif change == "best placement":
         placer["best_placement"] = torch.zeros(2, dtype=torch.long)
     elif change == "baseline":  # every advantage infinite: every step skipped
