@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Main job on the built-in default: the eight one-shot placers on every suite, on the
+# Main job on the built-in default: the non-learning placers on every suite, on the
 # default paper cluster (experiment=baselines), then the comparison table. The first run
 # captures the three suites (about 2 minutes); rerunning resumes the finished runs.
 RUN_DIR ?= runs/main

@@ -421,8 +421,9 @@ class GroupThenPlacePolicy(Policy):
         self, state: Mapping[str, Any], strict: bool = True, assign: bool = False
     ) -> Any:
         result = super().load_state_dict(state, strict, assign)
-        # torch checks the buffers' shapes, not their values: a group out of range would
-        # end the run mid-way (the prior) or report a grouping change that never happened
+        # torch checks the buffers' shapes, not their values: a prior group below -1 would
+        # be dropped without a word, a start group out of range report a grouping change
+        # that never happened
         prior, start, top = self.prior_groups, self.start_groups, self.num_groups - 1
         if not bool(((prior >= -1) & (prior <= top)).all()):
             raise ValueError(f"its prior_groups are not groups 0 to {top} (-1: none)")
