@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -52,6 +53,11 @@ def test_table_cells_by_hand(sweep):
     assert random.mean_step_time == 4.0 and random.std_step_time == 2.0  # sample std of 2, 4, 6
     assert random.seeds == 3 and random.valid_seeds == 3 and random.ratio_to_lower_bound == 4.0
     assert math.isnan(t.loc[("gnmt", "heft")].std_step_time)  # one seed: no spread
+    # seeds that differ by float rounding alone have no spread (not "± 2.7e-13")
+    same = np.full(3, 1.470312890531288)  # GNMT's m_topo: numpy's std 2.7e-16
+    near = np.array([1.4703, 1.4703 * (1 + 4e-16), 1.4703 * (1 - 4e-16)])
+    assert np.std(same) > 0 and report._spread(same) == report._spread(near) == 0.0
+    assert report._spread(np.array([1.0, 1.0 + 1e-6])) == pytest.approx(1e-6 / 2**0.5)
     assert t.loc[("gnmt", "single")].status == "invalid: oom:gpu0"
     metis = t.loc[("gnmt", "metis")]
     assert metis.mean_step_time == 3.0 and (metis.seeds, metis.valid_seeds) == (2, 1)
