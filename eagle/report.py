@@ -275,12 +275,16 @@ def _cell(row: pd.Series, best: float) -> str:
     return f"**{text}**" if row.mean_step_time == best else text
 
 
+# the speed-up columns' name: the header writes it, and finds them by it
+SPEED_UP = "eagle speed-up"
+
+
 def rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The paper-style table's header and cells (shared by markdown and LaTeX): rows
     suite x cluster, columns placers, then EAGLE's speed-up and the cost model."""
     placers = sorted(frame.placer.unique(), key=lambda p: (placer_rank(p), p))
     header = ["suite", "cluster", "lower bound", "best known", *placers,
-              "eagle speed-up (paper setting)", "eagle speed-up", "cost model"]  # fmt: skip
+              f"{SPEED_UP} (paper setting)", SPEED_UP, "cost model"]  # fmt: skip
     body = []
     for (suite, cluster), group in frame.groupby(["suite", "cluster"], sort=False):
         best = group.mean_step_time.min()
@@ -297,7 +301,7 @@ def rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         ])  # fmt: skip
     # a speed-up column without a number (no eagle/hierarchical pair ran: an ablation,
     # a baselines sweep) is left out
-    empty = [k for k, name in enumerate(header) if name.startswith("eagle speed-up")
+    empty = [k for k, name in enumerate(header) if name.startswith(SPEED_UP)
              and all(cells[k] == "—" for cells in body)]  # fmt: skip
     keep = [k for k in range(len(header)) if k not in empty]
     return [header[k] for k in keep], [[cells[k] for k in keep] for cells in body]
@@ -318,7 +322,7 @@ def markdown(frame: pd.DataFrame) -> str:
                 "hierarchical_paper) and in ours (eagle, hierarchical: warm start, RL over groups,",
                 "local search over ops).",
             ]
-            if any(name.startswith("eagle speed-up") for name in header)
+            if any(name.startswith(SPEED_UP) for name in header)
             else []
         ),
         "cost model: what priced the step times (datasheet rooflines, measured profiles, or",
