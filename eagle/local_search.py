@@ -128,7 +128,7 @@ class LocalSearchPlacer(Placer):
         self._proposed = self._propose()
         assign = np.repeat(self.current[None, :], len(self._proposed), axis=0)
         for row, move in zip(assign, self._proposed, strict=True):
-            row[list(move)] = list(move.values())
+            row[np.fromiter(move, np.int64, len(move))] = np.fromiter(move.values(), np.int64)
         result: IntArray = assign[:, self.units]
         return result
 
@@ -226,14 +226,14 @@ class LocalSearchPlacer(Placer):
         elif kind == "module" and self._modules:
             members = self._modules[int(self.rng.integers(len(self._modules)))]
             device = int(self.candidates[self.rng.integers(len(self.candidates))])
-            move = {int(u): device for u in members}
+            move = dict.fromkeys(members.tolist(), device)
         elif kind == "module_swap" and len(self._modules) > 1:
             a, b = (self._modules[int(i)] for i in self.rng.choice(len(self._modules), 2, False))
             to_a, to_b = (
                 int(cur[a[self.rng.integers(len(a))]]),
                 int(cur[b[self.rng.integers(len(b))]]),
             )
-            move = {**{int(u): to_b for u in a}, **{int(u): to_a for u in b}}
+            move = {**dict.fromkeys(a.tolist(), to_b), **dict.fromkeys(b.tolist(), to_a)}
         elif kind == "neighbour" and len(self._neighbours[unit]):
             near = self._neighbours[unit]
             move = {unit: int(cur[near[self.rng.integers(len(near))]])}
@@ -242,38 +242,47 @@ class LocalSearchPlacer(Placer):
             end = min(start + int(self.rng.integers(1, self.max_path + 1)), len(self.path))
             ends = [int(cur[self.path[i]]) for i in (start - 1, end) if 0 <= i < len(self.path)]
             device = ends[int(self.rng.integers(len(ends)))] if ends else -1  # -1: whole path
-            move = {int(u): device for u in self.path[start:end]}
+            move = dict.fromkeys(self.path[start:end].tolist(), device)
         else:
             move = {unit: self._other_device(unit)}
-        return {u: d for u, d in move.items() if d >= 0 and cur[u] != d}
+        units = np.fromiter(move, np.int64, len(move))
+        devices = np.fromiter(move.values(), np.int64, len(move))
+        keep = (devices >= 0) & (cur[units] != devices)
+        return dict(zip(units[keep].tolist(), devices[keep].tolist(), strict=True))
 
     # ---- the critical path -------------------------------------------------------
 
     def _find_critical(self) -> None:
-        """The units on the current placement's critical path (module docstring)."""
+        """The units on the current placement's critical path (module docstring): from the
+        op that ends last, back through each op's latest input. An op's inputs are its
+        producers (their end on its device, or their copy's arrival there) and the op
+        before it on its device; of equally late inputs the higher op index is taken."""
         assert self.current is not None
         p = self.problem
         place = self.current[self.units]
         trace = simulate(p.graph, place, p.cluster, p.cost_model, trace=True).trace
         assert trace is not None
-        arrival = {(int(o), int(d)): float(e) for o, d, e in zip(
-            trace.copy_op, trace.copy_dst, trace.copy_end, strict=True)}  # fmt: skip
+        arrival = np.full((len(place), p.cluster.num_devices), np.nan)
+        arrival[trace.copy_op, trace.copy_dst] = trace.copy_end
+        src, dst = p.graph.edge_src, p.graph.edge_dst
+        ready = np.where(place[src] == place[dst], trace.op_end[src], arrival[src, place[dst]])
         order = np.lexsort((trace.op_start, place))
         previous = np.full(len(place), -1)
         same = place[order[1:]] == place[order[:-1]]
         previous[order[1:][same]] = order[:-1][same]
+        after = np.flatnonzero(previous >= 0)
+        op = np.concatenate([dst, after])
+        source = np.concatenate([src, previous[after]])
+        time = np.concatenate([ready, trace.op_end[previous[after]]])
+        by = np.lexsort((source, time, op))  # each op's latest input comes last
+        last = by[np.r_[op[by][1:] != op[by][:-1], True]]
+        latest = np.full(len(place), -1)
+        latest[op[last]] = source[last]
         on_path: list[int] = []
-        op = int(np.argmax(trace.op_end))
-        while op >= 0 and len(on_path) < len(place):
-            on_path.append(op)
-            inputs = [
-                (float(trace.op_end[q]) if place[q] == place[op]
-                 else arrival[(int(q), int(place[op]))], int(q))
-                for q in p.graph.predecessors(op)
-            ]  # fmt: skip
-            if previous[op] >= 0:
-                inputs.append((float(trace.op_end[previous[op]]), int(previous[op])))
-            op = max(inputs)[1] if inputs else -1
+        at = int(np.argmax(trace.op_end))
+        while at >= 0 and len(on_path) < len(place):
+            on_path.append(at)
+            at = int(latest[at])
         units = self.units[on_path[::-1]]
         self.path = units[np.r_[True, units[1:] != units[:-1]]]
         self.critical = np.unique(units)
@@ -373,9 +382,10 @@ def _unit_neighbours(problem: Problem, units: IntArray, num_units: int) -> list[
     cross = src != dst
     a = np.concatenate([src[cross], dst[cross]])
     b = np.concatenate([dst[cross], src[cross]])
-    order = np.argsort(a, kind="stable")
-    bounds = np.searchsorted(a[order], np.arange(num_units + 1))
-    return [np.unique(b[order][bounds[u] : bounds[u + 1]]) for u in range(num_units)]
+    pairs = np.unique(a * num_units + b)  # sorted by unit, then by neighbour
+    bounds = np.searchsorted(pairs // num_units, np.arange(num_units + 1))
+    near = pairs % num_units
+    return [near[bounds[u] : bounds[u + 1]] for u in range(num_units)]
 
 
 def _module_units(problem: Problem, units: IntArray) -> list[IntArray]:

@@ -4,16 +4,19 @@ and resumes to the same result as an uninterrupted run."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from eagle.errors import PlacerError
-from eagle.local_search import LocalSearchPlacer
+from eagle.local_search import LocalSearchPlacer, _unit_neighbours
 from eagle.search import Budget, SearchState, search
+from simulator import simulate
+from simulator.graph import OpGraph
 from simulator.placement import split_colocation_group
-from simulator.random_graphs import random_graph
+from simulator.random_graphs import random_graph, random_graph_doc
 from tests.conftest import graph, problem, unit_cluster
 
 
@@ -83,3 +86,74 @@ def test_resume_equals_uninterrupted(tmp_path):
     columns = [c for c in full.metrics.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(full.metrics[columns], resumed.metrics[columns])
     assert np.array_equal(full.best_placement, resumed.best_placement)
+
+
+def test_critical_path_of_a_fork_join_by_hand():
+    """x (1 s) feeds y (3 s, on d1) and z (1 s); w (1 s) joins them. With 1-byte edges a
+    copy takes 2 s on unit links: x 0-1, its copy 1-3, y 3-6, y's copy 6-8, w 8-9, while
+    z runs 1-2. The critical path is x, y, w; z is off it."""
+    ops = [{"name": n, "t": t} for n, t in (("x", 1), ("y", 3), ("z", 1), ("w", 1))]
+    edges = [("x", "y", 1), ("x", "z", 1), ("y", "w", 1), ("z", "w", 1)]
+    p = problem(graph(ops, edges), unit_cluster(2))
+    placement = np.array([0, 1, 0, 0])
+    placer = LocalSearchPlacer(p, start=placement)
+    assert p.takes(placement, 9.0)
+    placer.current = placement[placer.units]
+    placer._find_critical()
+    assert [p.graph.names[u] for u in placer.path] == ["x", "y", "w"]
+    assert sorted(p.graph.names[u] for u in placer.critical) == ["w", "x", "y"]
+
+
+def _critical_path_one_op_at_a_time(p, place):
+    """The critical path as ops, walked back from the op that ends last through each
+    op's latest input (ties: the higher op index): the plain loop the placer's
+    vectorised version must agree with."""
+    trace = simulate(p.graph, place, p.cluster, p.cost_model, trace=True).trace
+    copies = zip(trace.copy_op, trace.copy_dst, trace.copy_end, strict=True)
+    arrival = {(int(o), int(d)): float(e) for o, d, e in copies}
+    before = {}
+    for d in np.unique(place):
+        on = sorted(np.flatnonzero(place == d), key=lambda i: (trace.op_start[i], i))
+        before.update({int(b): int(a) for a, b in pairwise(on)})
+    path, op = [], int(np.argmax(trace.op_end))
+    while op >= 0:
+        path.append(op)
+        inputs = [(float(trace.op_end[q]) if place[q] == place[op]
+                   else arrival[(int(q), int(place[op]))], int(q))
+                  for q in p.graph.predecessors(op)]  # fmt: skip
+        if op in before:
+            inputs.append((float(trace.op_end[before[op]]), before[op]))
+        op = max(inputs)[1] if inputs else -1
+    return path[::-1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_critical_path_agrees_with_a_one_op_at_a_time_walk(seed):
+    """Seeds 3-5 make every op take 1 s and every copy 1 s: many inputs arrive at the
+    same moment, and the tie rule decides."""
+    doc = random_graph_doc(200, seed=seed, colocation_fraction=0.2)
+    g = OpGraph.from_dict(doc)
+    if seed >= 3:
+        ops = [{"name": op["name"], "t": 1.0, "module": op["module"]} for op in doc["ops"]]
+        g = graph(ops, [(e["src"], e["dst"], 0) for e in doc["edges"]])
+    p = problem(g, unit_cluster(3))
+    rng = np.random.default_rng(seed)
+    placer = LocalSearchPlacer(p, start="single")
+    placer.current = rng.integers(3, size=placer.num_units)
+    placer._find_critical()
+    ops = _critical_path_one_op_at_a_time(p, placer.current[placer.units])
+    units = placer.units[ops]
+    assert np.array_equal(placer.path, units[np.r_[True, units[1:] != units[:-1]]])
+    assert np.array_equal(placer.critical, np.unique(units))
+
+
+def test_unit_neighbours_are_the_units_across_each_edge():
+    p = problem(random_graph(150, seed=1, colocation_fraction=0.3), unit_cluster(2))
+    units, num_units = p.placement_units
+    expected: list[set[int]] = [set() for _ in range(num_units)]
+    for s, d in zip(units[p.graph.edge_src], units[p.graph.edge_dst], strict=True):
+        if s != d:
+            expected[s].add(int(d))
+            expected[d].add(int(s))
+    found = _unit_neighbours(p, units, num_units)
+    assert [n.tolist() for n in found] == [sorted(e) for e in expected]
