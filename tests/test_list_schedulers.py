@@ -6,6 +6,7 @@ Unit cluster (conftest): every op takes its `t` on every device; a copy of b byt
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 import numpy as np
@@ -62,11 +63,37 @@ def test_heft_diamond_by_hand():
 
 
 def test_earliest_gap_inserts_between_busy_intervals():
-    starts, ends = [0.0, 4.0, 10.0], [2.0, 7.0, 12.0]
+    starts, ends = np.array([0.0, 4.0, 10.0]), np.array([2.0, 7.0, 12.0])
     assert earliest_gap(starts, ends, ready=1.0, length=2.0) == 2.0  # the gap [2, 4)
     assert earliest_gap(starts, ends, ready=1.0, length=3.0) == 7.0  # too long for [2, 4)
     assert earliest_gap(starts, ends, ready=8.0, length=5.0) == 12.0  # after the last one
-    assert earliest_gap([], [], ready=3.0, length=1.0) == 3.0
+    assert earliest_gap(np.zeros(0), np.zeros(0), ready=3.0, length=1.0) == 3.0
+
+
+def _earliest_gap_one_interval_at_a_time(starts, ends, ready, length):
+    t = ready
+    for j in range(bisect_right(ends, ready), len(starts)):
+        if t + length <= starts[j]:
+            return t
+        t = max(t, ends[j])
+    return t
+
+
+def test_earliest_gap_agrees_with_a_scan_of_one_interval_at_a_time():
+    """Whole-number times give gaps that fit exactly; a zero-length op at another's start
+    gives an interval that ends before the one it follows."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        lengths = rng.integers(0, 4, size=rng.integers(1, 12)).astype(float)
+        gaps = rng.integers(0, 3, size=len(lengths)).astype(float)
+        starts = np.cumsum(gaps + np.r_[0.0, lengths[:-1]])
+        ends = starts + lengths
+        for k in sorted(rng.integers(0, len(starts), size=rng.integers(0, 3)))[::-1]:
+            # a zero-length op inserted at an interval's start goes after it (HEFT's insert)
+            starts, ends = np.insert(starts, k + 1, starts[k]), np.insert(ends, k + 1, starts[k])
+        ready, length = float(rng.integers(0, 30)), float(rng.integers(0, 4))
+        expected = _earliest_gap_one_interval_at_a_time(list(starts), list(ends), ready, length)
+        assert earliest_gap(starts, ends, ready, length) == expected
 
 
 def test_m_etf_diamond_by_hand():
