@@ -262,20 +262,25 @@ class LocalSearchPlacer(Placer):
         place = self.current[self.units]
         trace = simulate(p.graph, place, p.cluster, p.cost_model, trace=True).trace
         assert trace is not None
+        # when each edge's data is on its consumer's device: the producer's end there, else
+        # its copy's arrival (the simulator copies once per producer and device; NaN, for
+        # a pair with no copy, is only read where the producer is on the same device)
         arrival = np.full((len(place), p.cluster.num_devices), np.nan)
         arrival[trace.copy_op, trace.copy_dst] = trace.copy_end
         src, dst = p.graph.edge_src, p.graph.edge_dst
         ready = np.where(place[src] == place[dst], trace.op_end[src], arrival[src, place[dst]])
+        # the op each op follows on its device (-1: its device's first)
         order = np.lexsort((trace.op_start, place))
         previous = np.full(len(place), -1)
         same = place[order[1:]] == place[order[:-1]]
         previous[order[1:][same]] = order[:-1][same]
-        after = np.flatnonzero(previous >= 0)
-        op = np.concatenate([dst, after])
-        source = np.concatenate([src, previous[after]])
-        time = np.concatenate([ready, trace.op_end[previous[after]]])
-        by = np.lexsort((source, time, op))  # each op's latest input comes last
-        last = by[np.r_[op[by][1:] != op[by][:-1], True]]
+        follows = np.flatnonzero(previous >= 0)
+        # every (op, input, time) candidate; per op the latest (ties: higher input) is last
+        op = np.concatenate([dst, follows])
+        source = np.concatenate([src, previous[follows]])
+        time = np.concatenate([ready, trace.op_end[previous[follows]]])
+        by = np.lexsort((source, time, op))
+        last = by[np.r_[op[by][1:] != op[by][:-1], True]] if len(by) else by
         latest = np.full(len(place), -1)
         latest[op[last]] = source[last]
         on_path: list[int] = []

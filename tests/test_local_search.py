@@ -157,3 +157,12 @@ def test_unit_neighbours_are_the_units_across_each_edge():
             expected[d].add(int(s))
     found = _unit_neighbours(p, units, num_units)
     assert [n.tolist() for n in found] == [sorted(e) for e in expected]
+
+
+def test_critical_path_of_ops_with_no_inputs_is_the_last_to_end():
+    """No edges, one op per device: no op has an input, and the path is the slower op."""
+    p = problem(graph([{"name": "a", "t": 1}, {"name": "b", "t": 2}], []), unit_cluster(2))
+    placer = LocalSearchPlacer(p, start=np.array([0, 1]))
+    placer.current = np.array([0, 1])[placer.units]
+    placer._find_critical()
+    assert [p.graph.names[u] for u in placer.path] == ["b"]
