@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python tests/benchmarks/eval_speed.py
 	$(BIN)/python tests/benchmarks/capture_speed.py
 	$(BIN)/python tests/benchmarks/rl_speed.py
+	$(BIN)/python tests/benchmarks/search_speed.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check eagle simulator suites tests

@@ -25,17 +25,18 @@ def arrival_times(
     A free producer (a placeholder, placed later with its consumers) sends nothing,
     unless its colocation group is already pinned to a device.
     """
-    g = plan.problem.graph
-    lat, bw = plan.problem.cluster.latency, plan.problem.cluster.bandwidth
+    problem = plan.problem
+    g = problem.graph
+    lat, bw = problem.cluster.latency, problem.cluster.bandwidth
+    ready = np.zeros(len(devices))
     lo, hi = g.in_ptr[i], g.in_ptr[i + 1]
-    preds = g.in_src[lo:hi]
-    pinned = np.append(plan.pin, -1)[g.colocation_ids[preds]]  # group -1: no pin
-    src = np.where(plan.free[preds], pinned, plan.device[preds])  # -1: sends nothing
-    arrive = np.repeat(finish[preds][:, None], len(devices), axis=1)  # [inputs, devices]
-    r, c = np.nonzero((src[:, None] >= 0) & (src[:, None] != devices))
-    s, d = src[r], devices[c]
-    arrive[r, c] += lat[s, d] + g.edge_bytes[g.in_edges[lo:hi]][r] / bw[s, d]
-    ready: FloatArray = arrive.max(axis=0, initial=0.0)
+    for p, nbytes in zip(g.in_src[lo:hi], g.edge_bytes[g.in_edges[lo:hi]], strict=True):
+        src = plan.device[p] if not plan.free[p] else plan.pinned(int(p))
+        arrive = np.full(len(devices), finish[p])
+        if src >= 0:
+            away = devices != src
+            arrive[away] += lat[src, devices[away]] + nbytes / bw[src, devices[away]]
+        np.maximum(ready, arrive, out=ready)
     return ready
 
 

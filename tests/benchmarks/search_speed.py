@@ -2,8 +2,7 @@
 
 `local_search`, `hierarchical` and `eagle` first run the one-shot placers (their start,
 `agent.start` / `agent.warm_start`), then `local_search` and the learned placers'
-refinement iterate over batches of moves. On GNMT those two took 45-90 s of a 150-220 s
-run before they were vectorised (profiled, issue 28). This prints, on p100x4:
+refinement iterate over batches of 64 moves. This prints, on p100x4:
 
 - each one-shot placer's seconds, run to completion through the search loop as a start
   runs (its simulations included: m-ETF, m-SCT and HEFT retry when the simulator finds
