@@ -1,5 +1,6 @@
 """Local search: finds a known optimum, keeps colocation groups whole, starts where told,
-and resumes to the same result as an uninterrupted run."""
+resumes to the same result as an uninterrupted run, and reads the critical path its
+moves start from as a plain walk of the trace does."""
 
 from __future__ import annotations
 
