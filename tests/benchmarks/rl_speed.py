@@ -19,8 +19,10 @@ import numpy as np
 from hydra import compose, initialize_config_module
 
 from eagle.app import make_placer
+from eagle.placer import Placer
 from eagle.problem import problem_from_config
 from eagle.search import Evaluator
+from simulator.graph import FloatArray
 
 # the RL phase alone: no warm start, no imitation, no local search after it
 RL_ONLY = ["agent.warm_start=none", "agent.imitation_steps=0", "agent.rl_samples=null"]
@@ -30,6 +32,26 @@ AGENTS = {
     "hierarchical_paper": [],
     "eagle_paper": [],
 }
+
+
+def timed_iterations(
+    placer: Placer, evaluate: Evaluator, iterations: int
+) -> tuple[int, FloatArray]:
+    """Placements, and seconds spent asking, simulating and telling, over `iterations`
+    whole iterations of the search loop (ask -> simulate -> tell)."""
+    spent = np.zeros(3)
+    samples = 0
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        batch = placer.ask()
+        assert batch is not None, "the placer stopped before the iterations were done"
+        t1 = time.perf_counter()
+        evaluation = evaluate(batch)
+        t2 = time.perf_counter()
+        placer.tell(batch, evaluation)
+        spent += (t1 - t0, t2 - t1, time.perf_counter() - t2)
+        samples += len(batch)
+    return samples, spent
 
 
 def measure(
@@ -42,18 +64,7 @@ def measure(
     placer = make_placer(cfg.agent, problem, seed=0)
     evaluate = Evaluator(problem)
     placer.tell(b := placer.ask(), evaluate(b))  # warm-up: numba, allocator
-    spent = np.zeros(3)
-    samples = 0
-    for _ in range(iterations):
-        t0 = time.perf_counter()
-        batch = placer.ask()
-        t1 = time.perf_counter()
-        evaluation = evaluate(batch)
-        t2 = time.perf_counter()
-        placer.tell(batch, evaluation)
-        t3 = time.perf_counter()
-        spent += (t1 - t0, t2 - t1, t3 - t2)
-        samples += len(batch)
+    samples, spent = timed_iterations(placer, evaluate, iterations)
     per_iteration = spent / iterations
     return samples / spent.sum(), *per_iteration
 

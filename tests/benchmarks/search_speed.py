@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from rl_speed import timed_iterations
+
 from eagle.local_search import STARTS, LocalSearchPlacer
 from eagle.problem import Problem, problem_from_config
 from eagle.search import Budget, Evaluator, search
@@ -44,18 +46,8 @@ def local_search_rates(problem: Problem, iterations: int) -> tuple[float, float]
     placer = LocalSearchPlacer(problem, seed=0, start=start)
     evaluate = Evaluator(problem)
     placer.tell(b := placer.ask(), evaluate(b))  # the start itself
-    own = simulating = 0.0
-    samples = 0
-    for _ in range(iterations):
-        t0 = time.perf_counter()
-        batch = placer.ask()
-        t1 = time.perf_counter()
-        evaluation = evaluate(batch)
-        t2 = time.perf_counter()
-        placer.tell(batch, evaluation)
-        own += time.perf_counter() - t2 + t1 - t0
-        simulating += t2 - t1
-        samples += len(batch)
+    samples, (asking, simulating, telling) = timed_iterations(placer, evaluate, iterations)
+    own = asking + telling
     return samples / (own + simulating), own / iterations * 1e3
 
 
