@@ -109,7 +109,7 @@ class LocalSearchPlacer(Placer):
         self.pending: dict[int, int] = {}  # improving moves not yet combined
         self.critical: IntArray = np.arange(self.num_units)  # units on the critical path
         self.path: IntArray = np.arange(0)  # those units in path order, repeats merged
-        self._neighbours = _unit_neighbours(problem, self.units, self.num_units)
+        self._neighbours = _unit_neighbours(problem)
         self._modules = _module_units(problem, self.units)
         self._proposed: list[dict[int, int]] = []
 
@@ -380,17 +380,11 @@ def ask_starts(starts: list[Placer]) -> IntArray | None:
     return None
 
 
-def _unit_neighbours(problem: Problem, units: IntArray, num_units: int) -> list[IntArray]:
+def _unit_neighbours(problem: Problem) -> list[IntArray]:
     """Each unit's producer and consumer units (edges between ops of different units)."""
-    g = problem.graph
-    src, dst = units[g.edge_src], units[g.edge_dst]
-    cross = src != dst
-    a = np.concatenate([src[cross], dst[cross]])
-    b = np.concatenate([dst[cross], src[cross]])
-    pairs = np.unique(a * num_units + b)  # sorted by unit, then by neighbour
-    bounds = np.searchsorted(pairs // num_units, np.arange(num_units + 1))
-    near = pairs % num_units
-    return [near[bounds[u] : bounds[u + 1]] for u in range(num_units)]
+    src, dst, _ = problem.unit_edges
+    bounds = np.searchsorted(src, np.arange(problem.placement_units[1] + 1))
+    return [dst[bounds[u] : bounds[u + 1]] for u in range(len(bounds) - 1)]
 
 
 def _module_units(problem: Problem, units: IntArray) -> list[IntArray]:

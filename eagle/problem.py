@@ -67,6 +67,21 @@ class Problem:
         return units, first + len(loose)
 
     @cached_property
+    def unit_edges(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """(source unit, destination unit, bytes) of every ordered pair of placement units
+        bytes flow between: both directions of each edge between two units, the bytes of
+        a pair summed, sorted by source unit, then destination unit."""
+        g = self.graph
+        units, num_units = self.placement_units
+        a, b = units[g.edge_src], units[g.edge_dst]
+        cross = a != b
+        a, b, w = a[cross], b[cross], g.edge_bytes[cross]
+        key = np.concatenate([a, b]) * num_units + np.concatenate([b, a])
+        pairs, inverse = np.unique(key, return_inverse=True)
+        summed = np.bincount(inverse, np.concatenate([w, w])).astype(np.float64, copy=False)
+        return pairs // num_units, pairs % num_units, summed
+
+    @cached_property
     def fingerprint(self) -> dict[str, str]:
         """Content hashes of the graph, the cluster and the cost model's prices: a run's
         checkpoint is refused when any differs, and reports never average runs whose

@@ -156,7 +156,7 @@ def test_unit_neighbours_are_the_units_across_each_edge():
         if s != d:
             expected[s].add(int(d))
             expected[d].add(int(s))
-    found = _unit_neighbours(p, units, num_units)
+    found = _unit_neighbours(p)
     assert [n.tolist() for n in found] == [sorted(e) for e in expected]
 
 

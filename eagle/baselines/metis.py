@@ -73,18 +73,9 @@ def _integer_weights(values: npt.NDArray[Any]) -> IntArray:
 
 
 def _unit_edges(problem: Problem) -> tuple[IntArray, IntArray, IntArray]:
-    """Every ordered pair of placement units bytes flow between (both directions of each
-    edge), with those bytes summed, sorted by source unit."""
-    g = problem.graph
-    units, num_units = problem.placement_units
-    a, b = units[g.edge_src], units[g.edge_dst]
-    cross = a != b
-    a, b, w = a[cross], b[cross], g.edge_bytes[cross]
-    src, dst = np.concatenate([a, b]), np.concatenate([b, a])  # both directions
-    key = src * num_units + dst
-    uniq, inverse = np.unique(key, return_inverse=True)
-    summed = np.bincount(inverse, np.concatenate([w, w]))
-    return uniq // num_units, uniq % num_units, _integer_weights(summed)
+    """`Problem.unit_edges`, the bytes as METIS's integer weights."""
+    src, dst, summed = problem.unit_edges
+    return src, dst, _integer_weights(summed)
 
 
 def _csr(src: IntArray, dst: IntArray, num_vertices: int) -> pymetis.CSRAdjacency:
