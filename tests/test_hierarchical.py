@@ -56,6 +56,7 @@ from eagle.hierarchical import HierarchicalPlacer, group_embeddings
 from eagle.problem import Problem
 from eagle.rl import PolicyGradientPlacer
 from eagle.search import Budget, search
+from simulator.graph import OpGraph
 from simulator.random_graphs import random_graph
 from tests.conftest import (
     assert_same_run,
@@ -298,7 +299,7 @@ def test_the_papers_setting_as_configured_survives_its_overflowing_gradient():
 # ---- learning: toy graphs whose optimum is known -----------------------------------------
 
 
-def chains(lengths: list[int]) -> object:
+def chains(lengths: list[int]) -> OpGraph:
     """Independent chains of heavy ops (10 s); a hand-off costs 1 s (unit cluster)."""
     ops, edges = [], []
     for c, n in enumerate(lengths):
@@ -322,7 +323,7 @@ def fork_join(branches: int, length: int) -> object:
     return graph(ops, edges)
 
 
-TOYS = {
+TOYS: dict[str, tuple[OpGraph, int, float]] = {
     # four 6-op chains, four devices: one chain per device, 60 s
     "4x6 on 4": (chains([6, 6, 6, 6]), 4, 60.0),
     # chains of 8, 4, 4, 4 on three devices: the long one alone, two short ones together

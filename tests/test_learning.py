@@ -29,6 +29,7 @@ from eagle.local_search import STARTS, LocalSearchPlacer
 from eagle.problem import Problem
 from eagle.search import Budget, search
 from simulator.engine import simulate_batch
+from simulator.graph import OpGraph
 from simulator.random_graphs import random_graph
 from tests.conftest import (
     assert_same_run,
@@ -46,7 +47,7 @@ STRONG = {"num_groups": 8, "hidden": 32, "grouper_hidden": 16, "rl_samples": 200
 PLACERS = {"hierarchical": HierarchicalPlacer, "eagle": EaglePlacer}
 
 
-def memory_chains() -> object:
+def memory_chains() -> OpGraph:
     """Three 6-op chains of 10 s ops holding 1 byte of parameters each, three devices of
     7 bytes: no device holds two chains, so the optimum is one chain each, 60 s."""
     ops = [{"name": f"c{c}_{i}", "t": 10, "param_bytes": 1} for c in range(3) for i in range(6)]
@@ -172,7 +173,7 @@ def test_what_luck_and_the_list_schedulers_reach_on_each_toy(name):
 # ---- toys that tell learning from luck ---------------------------------------------------
 
 
-def random_toy(seed: int, num_ops: int = 14) -> object:
+def random_toy(seed: int, num_ops: int = 14) -> OpGraph:
     """`num_ops` ops of 1-10 s, each after the first reading 1 or 2 earlier ones over
     edges of 0-8 bytes (a copy takes 1 + bytes seconds on the unit cluster)."""
     rng = np.random.default_rng(seed)

@@ -47,7 +47,7 @@ def main() -> None:
     graphs = {s: suites.load(s, "small") for s in SUITES}
     pool = {}
     for s in SUITES:
-        _, runs, common = reports(args.sets, s)
+        _, runs, common = reports(args.sets, s, graphs[s], cluster)
         places = {k: np.frombuffer(k[1], dtype=np.int64) for k in common}
         pool[s] = (model.op_times(graphs[s], cluster)[:, 0], runs, common, places)
     shipped = Profile.load(PROFILE_DIR / "cpu-worker.json.gz")

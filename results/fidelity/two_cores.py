@@ -84,9 +84,9 @@ def _repeat(core: int, name: str, stop: torch.Tensor, out: torch.Tensor | None) 
 def _read_costs() -> None:
     print("reading a copy another core just wrote, against one this core just wrote:")
     for nbytes in SIZES:
-        buf = torch.zeros(nbytes // 4).share_memory_()
-        flag = torch.zeros(1, dtype=torch.int64).share_memory_()
-        out = torch.zeros(2, dtype=torch.float64).share_memory_()
+        buf = torch.zeros(nbytes // 4).share_memory_()  # type: ignore[no-untyped-call]
+        flag = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+        out = torch.zeros(2, dtype=torch.float64).share_memory_()  # type: ignore[no-untyped-call]
         procs = [mp.Process(target=_writer, args=(buf, flag)),
                  mp.Process(target=_reader, args=(buf, flag, out))]  # fmt: skip
         for p in procs:
@@ -103,8 +103,8 @@ def _second_worker() -> None:
     for name in _kernels():
         medians = []
         for beside in (False, True):
-            stop = torch.zeros(1, dtype=torch.int64).share_memory_()
-            out = torch.zeros(1, dtype=torch.float64).share_memory_()
+            stop = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+            out = torch.zeros(1, dtype=torch.float64).share_memory_()  # type: ignore[no-untyped-call]
             procs = [mp.Process(target=_repeat, args=(0, name, stop, out))]
             if beside:
                 procs.append(mp.Process(target=_repeat, args=(1, name, stop, None)))

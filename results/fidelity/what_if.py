@@ -27,9 +27,9 @@ pooled, it ranks each suite at least as well ("The fifth set"). About a minute:
         results/fidelity/seeding-2026-12-04* results/fidelity/fresh-2026-12-05* \
         results/fidelity/xeon-2026-12-05* results/fidelity/xeon-2026-12-06 \
         results/fidelity/xeon-2026-12-06b results/fidelity/xeon-2026-12-06c \
-        results/fidelity/epyc-2026-12-06*
+        results/fidelity/epyc-2026-12-0*
 
-(the fourteen sets of "The fourteenth set"; `xeon-2026-12-06d` and `-06e` add two GNMT
+(the fifteen sets of "The fifteenth set"; `xeon-2026-12-06d` and `-06e` add two GNMT
 reports of "The eleventh set").
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 import suites
-from eagle.validate import _measured
+from eagle.validate import Times, _measured
 from simulator.cluster import Cluster
 from simulator.cost_model import CostModel
 from simulator.engine import simulate
@@ -163,8 +163,10 @@ def step_time(graph: OpGraph, times: np.ndarray, place: np.ndarray, host: Host) 
             if running[other] is not None:
                 slowdown += host.contention
             elif unstarted[other] > 0:
-                large = host.waiting_large is not None and times[i] >= host.large_from
-                slowdown += host.waiting_large if large else host.contention_waiting
+                waiting = host.contention_waiting
+                if host.waiting_large is not None and times[i] >= host.large_from:
+                    waiting = host.waiting_large
+                slowdown += waiting
             waited = t - last_end[d] >= host.wake_after and t > 0
             if waited:
                 resumed[d] = t
@@ -200,11 +202,13 @@ def check_against_engine(
     assert abs(ours - theirs) <= 1e-9 * theirs, (ours, theirs)
 
 
-def reports(sets: list[Path], suite: str) -> tuple[list[Path], list[dict], list]:
+def reports(
+    sets: list[Path], suite: str, graph: OpGraph, cluster: Cluster
+) -> tuple[list[Path], list[Times], list[tuple[str, bytes]]]:
     """The sets that measured `suite`, their measured times by placement key, and the
     keys every one of them measured (what the pool ranks)."""
     found = [d for d in sets if (d / suite / "summary.json").exists()]
-    runs = [_measured(d / suite) for d in found]
+    runs = [_measured(d / suite, graph, cluster) for d in found]
     return found, runs, sorted(set.intersection(*(set(r) for r in runs)))
 
 
@@ -217,7 +221,7 @@ def main() -> None:
     for suite in ("inception_v3", "gnmt", "bert"):
         graph = suites.load(suite, "small")
         times = model.op_times(graph, cluster)[:, 0]
-        sets, runs, common = reports(args.sets, suite)
+        sets, runs, common = reports(args.sets, suite, graph, cluster)
         placements = {k: np.frombuffer(k[1], dtype=np.int64) for r in runs for k in r}
         priced_by = {
             name: {k: step_time(graph, times, p, host) for k, p in placements.items()}
