@@ -310,7 +310,7 @@ def chains(lengths: list[int]) -> OpGraph:
     return graph(ops, edges)
 
 
-def fork_join(branches: int, length: int) -> object:
+def fork_join(branches: int, length: int) -> OpGraph:
     """A 10 s source feeding `branches` chains of `length` 10 s ops, joined by a sink."""
     ops = [{"name": "src", "t": 10}]
     edges = []
