@@ -49,13 +49,11 @@ from eagle.baselines.simple import RandomPlacer
 from eagle.hierarchical import RULE_FEATURES as FEATURES
 from eagle.hierarchical import HierarchicalPlacer, ListRule
 from eagle.local_search import LocalSearchPlacer
-from eagle.placer import Evaluation
 from eagle.problem import Problem
 from eagle.rl import placement_costs
-from eagle.search import Budget, search
+from eagle.search import Budget, Evaluator, search
 from simulator.engine import simulate_batch
 from simulator.graph import FloatArray
-from simulator.result import BatchResult
 from tests.conftest import problem, unit_cluster
 from tests.test_hierarchical import PAPER
 from tests.test_learning import ALL_TOYS, MEMORY, TELLING, random_toy
@@ -63,11 +61,6 @@ from tests.test_list_rule import RULE
 
 SAMPLES = 2000  # the toy tests' budget
 SEEDS = range(5)
-
-
-def evaluation(result: BatchResult) -> Evaluation:
-    """What `placement_costs` reads of a simulated batch."""
-    return Evaluation(step_time=result.step_time, valid=result.valid, reasons=result.reasons)
 
 
 def table_reinforce(toy: Problem, seed: int, imitation: float = 0.0) -> float:
@@ -79,14 +72,15 @@ def table_reinforce(toy: Problem, seed: int, imitation: float = 0.0) -> float:
     optimizer = torch.optim.Adam([logits], lr=0.1)
     failing = 100.0 * float(toy.op_times.sum(axis=0).min())  # as eagle.rl's failing cost
     best, best_x = np.inf, torch.zeros(n, dtype=torch.long)
+    evaluate = Evaluator(toy)
     for _ in range(SAMPLES // 16):
         with torch.no_grad():
             x = torch.multinomial(torch.softmax(logits, -1), 16, True, generator=generator).T
-        result = simulate_batch(toy.graph, x.numpy(), toy.cluster, toy.cost_model)
+        result = evaluate(x.numpy())
         times = np.where(result.valid, result.step_time, np.inf)
         if times.min() < best:
             best, best_x = float(times.min()), x[int(np.argmin(times))]
-        costs = torch.as_tensor(placement_costs(evaluation(result), failing), dtype=torch.float32)
+        costs = torch.as_tensor(placement_costs(result, failing), dtype=torch.float32)
         advantages = costs.mean() - costs
         if advantages.std() > 0:
             advantages = advantages / advantages.std()
@@ -141,11 +135,12 @@ def listed(toy: Problem, seed: int) -> float:
     optimizer = torch.optim.Adam([policy.table, policy.w], lr=0.1)
     failing = 100.0 * float(toy.op_times.sum(axis=0).min())
     best = np.inf
+    evaluate = Evaluator(toy)
     for _ in range(SAMPLES // 16):
         x, seen = policy.sample(16, generator)
-        result = simulate_batch(toy.graph, x.numpy(), toy.cluster, toy.cost_model)
+        result = evaluate(x.numpy())
         best = min(best, float(np.where(result.valid, result.step_time, np.inf).min()))
-        costs = torch.as_tensor(placement_costs(evaluation(result), failing), dtype=torch.float32)
+        costs = torch.as_tensor(placement_costs(result, failing), dtype=torch.float32)
         advantages = costs.mean() - costs
         if advantages.std() > 0:
             advantages = advantages / advantages.std()
@@ -184,9 +179,9 @@ def first_gradient(toy: Problem, samples: int = 4096) -> tuple[FloatArray, Float
     REINFORCE take each feature's weight."""
     policy = ListPolicy(toy)
     x, seen = policy.sample(samples, torch.Generator().manual_seed(0))
-    result = simulate_batch(toy.graph, x.numpy(), toy.cluster, toy.cost_model)
+    result = Evaluator(toy)(x.numpy())
     failing = 100.0 * float(toy.op_times.sum(axis=0).min())
-    reward = -placement_costs(evaluation(result), failing)
+    reward = -placement_costs(result, failing)
     chosen = seen.gather(2, x[..., None, None].expand(-1, -1, 1, len(FEATURES)))[:, :, 0]
     score = (chosen - seen.mean(2)).sum(1).numpy()  # d log p / d w, per placement
     terms = (reward - reward.mean())[:, None] * score
