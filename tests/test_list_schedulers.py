@@ -62,11 +62,25 @@ def test_heft_diamond_by_hand():
 
 
 def test_earliest_gap_inserts_between_busy_intervals():
-    starts, ends = [0.0, 4.0, 10.0], [2.0, 7.0, 12.0]
+    starts, ends = np.array([0.0, 4.0, 10.0]), np.array([2.0, 7.0, 12.0])
     assert earliest_gap(starts, ends, ready=1.0, length=2.0) == 2.0  # the gap [2, 4)
     assert earliest_gap(starts, ends, ready=1.0, length=3.0) == 7.0  # too long for [2, 4)
     assert earliest_gap(starts, ends, ready=8.0, length=5.0) == 12.0  # after the last one
-    assert earliest_gap([], [], ready=3.0, length=1.0) == 3.0
+    assert earliest_gap(np.zeros(0), np.zeros(0), ready=3.0, length=1.0) == 3.0
+
+
+def test_earliest_gap_agrees_with_a_plain_scan_of_every_gap():
+    """The compiled search starts at the first interval ending after `ready`; a plain
+    scan over every gap from time 0 must find the same start, on random timelines."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        edges = np.cumsum(rng.choice([0.0, 0.5, 1.0, 2.0], size=2 * rng.integers(0, 8)))
+        starts, ends = edges[0::2], edges[1::2]
+        ready, length = float(rng.choice([0.0, 1.0, 2.5, 9.0])), float(rng.choice([0.0, 0.5, 2.0]))
+        # the idle gaps: from 0 to the first start, between intervals, after the last end
+        gaps = list(zip([0.0, *ends], [*starts, np.inf], strict=True))
+        plain = min(max(lo, ready) for lo, hi in gaps if max(lo, ready) + length <= hi)
+        assert earliest_gap(starts, ends, ready, length) == plain
 
 
 def test_m_etf_diamond_by_hand():
@@ -75,6 +89,25 @@ def test_m_etf_diamond_by_hand():
     #   c (5, 4), e (5, 3): e on d1 [3, 4].   c (5, 4): c on d1 [4, 7].
     #   d: d0 waits for c's copy until 9, d1 has b's copy at 7 -> d1 [7, 8].
     assert build(METFPlacer, graph(*DIAMOND), unit_cluster(2)) == [0, 0, 1, 1, 1]
+
+
+def test_m_etf_rechecks_an_input_whose_placeholder_was_pinned_after_its_consumer_was_ready():
+    # p is a free placeholder in y's colocation group, so x is ready at once, its input
+    # arriving at 0 anywhere. y (op 0) goes first, to d0 [0, 3], and pins the group: p's
+    # output now sits on d0. x picks d1, where it seemed to start at 0, but its input
+    # arrives there at 0 + 1 + 4 = 5: x runs [5, 6] and d1 is busy until 6. w (free of
+    # inputs) then starts at 3 on d0, not 6 on d1. Without the recheck x would end at 1
+    # on d1 and w would go there.
+    g = graph(
+        [
+            {"name": "y", "t": 3, "colocation": "g"},
+            {"name": "p", "t": 0, "colocation": "g"},
+            {"name": "x", "t": 1},
+            {"name": "w", "t": 1},
+        ],
+        [("p", "x", 4)],
+    )
+    assert build(METFPlacer, g, unit_cluster(2)) == [0, 0, 1, 0]
 
 
 def two_speed(ops: list[tuple[str, float, float]], edges: list[tuple[str, str, float]]) -> OpGraph:

@@ -220,14 +220,16 @@ def _damaged(doc, change):
         loop["best_placement"] = None
         loop["best_step_time"], loop["best_valid"] = float("inf"), False
     elif change == "memo":
-        doc["evaluator"]["memo"] = [(b"k" * 16, ("fast", True, None))]
+        doc["evaluator"]["memo"]["step_time"][0] = float("nan")
+    elif change == "memo reason":
+        doc["evaluator"]["memo"]["reason"][0] = 7  # no such reason
 
 
 @pytest.mark.parametrize(
     "change",
     ["samples", "wall_s", "rows", "short placement", "device out of range", "negative device",
      "step time a string", "step time nan", "step time better than its placement's",
-     "no best placement", "memo"],
+     "no best placement", "memo", "memo reason"],
 )  # fmt: skip
 def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path, change):
     """A checkpoint may come from someone else: what it says is checked, so a resume never
@@ -252,8 +254,8 @@ def test_a_checkpoint_whose_remembered_simulations_lie_is_refused(files, tmp_pat
     out = tmp_path / "run"
     run(toy_cfg(files, "budget.samples=16"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
-    memo = doc["evaluator"]["memo"]
-    doc["evaluator"]["memo"] = [(key, (1e-9, True, None)) for key, _ in memo]
+    doc["evaluator"]["memo"]["step_time"][:] = 1e-9
+    doc["evaluator"]["memo"]["valid"][:] = True
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=r"damaged checkpoint \(its remembered simulations "
                        r"disagree with the simulator\)"):  # fmt: skip

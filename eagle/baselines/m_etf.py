@@ -97,7 +97,11 @@ class METFPlacer(MemoryRetryPlacer):
             r, c = self._choose(plan, ids[:count], start, pins)
             i = int(ids[r])
             # an input from a free producer whose group got pinned since: recheck arrival
-            begin = max(avail[c], arrival_times(plan, finish, i, cand[[c]])[0])
+            # (only such an input can have changed since op i became ready)
+            if plan.free[g.predecessors(i)].any():
+                begin = max(avail[c], arrival_times(plan, finish, i, cand[[c]])[0])
+            else:
+                begin = max(avail[c], arrival[r, c])
             plan.place(i, int(cand[c]))
             finish[i] = begin + times[i, c]
             avail[c] = finish[i]
