@@ -144,9 +144,11 @@ class Evaluator:
         memo = state["memo"]
         keys, seconds, valid, reason = (memo[k] for k in ("keys", "step_time", "valid", "reason"))
         vocab = memo["reasons"]
-        n = len(seconds)
+        n = len(seconds)  # at most `capacity`: every batch evicts down to it before a save
         if not (
-            keys.dtype == torch.uint8 and keys.shape == (n, 16)
+            n <= self.capacity
+            and all(t.is_contiguous() for t in (keys, seconds, valid, reason))
+            and keys.dtype == torch.uint8 and keys.shape == (n, 16)
             and seconds.dtype == torch.float64 and seconds.shape == (n,)
             and bool(torch.isfinite(seconds).all()) and bool((seconds >= 0).all())
             and valid.dtype == torch.bool and valid.shape == (n,)
@@ -156,13 +158,16 @@ class Evaluator:
         ):  # fmt: skip
             raise ValueError("the remembered simulations are not (step time, valid, reason)")
         reasons = [vocab[k] if k >= 0 else None for k in reason.tolist()]
-        self._memo = dict(
+        memo = dict(
             zip(
                 (bytes(row) for row in keys.numpy()),
                 zip(seconds.tolist(), valid.tolist(), reasons, strict=True),
                 strict=True,
             )
         )
+        if len(memo) != n:
+            raise ValueError("the remembered simulations name a placement twice")
+        self._memo = memo
 
 
 @dataclass

@@ -9,14 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from eagle.baselines import HeftPlacer, METFPlacer, MSCTPlacer, MTopoPlacer
 from eagle.baselines.heft import earliest_gap, upward_ranks
+from eagle.baselines.m_etf import arrival_times
 from eagle.baselines.m_sct import favourite_children, relaxation
 from eagle.baselines.scheduling import PartialPlacement
 from eagle.placer import Placer
 from eagle.search import Budget, search
 from simulator import Cluster, OpGraph, simulate
+from simulator.random_graphs import random_graph
 from tests.conftest import graph, problem, unit_cluster
 
 
@@ -146,6 +149,58 @@ TWO_SPEED = Cluster.from_dict(
         },
     }
 )
+
+
+def test_heft_an_op_taking_no_time_does_not_hide_a_busy_interval():
+    # ranks (mean times): a 16.5, z 10, b 3. a -> fast [0, 3). z takes 0 s on fast: it
+    # runs at 0 there and occupies nothing. b: fast is busy until 3, so it would end at
+    # 5 there and ends at 4 on slow. Had z's empty [0, 0) been recorded after a's [0, 3),
+    # the ends (3, 0) would be out of order, the gap search would skip a's interval, and
+    # b would seem to end at 2 on fast, on top of a.
+    g = two_speed([("a", 3, 30), ("z", 0, 20), ("b", 2, 4)], [])
+    assert build(HeftPlacer, g, TWO_SPEED) == [0, 0, 1]
+
+
+def heft_by_lists(placer: HeftPlacer) -> list[int]:
+    """HEFT written plainly: busy intervals in Python lists, every idle gap tried."""
+    problem, cand = placer.problem, placer.candidates
+    g = problem.graph
+    times = problem.op_times[:, cand]
+    plan = PartialPlacement(problem, cand, placer.fraction)
+    rank = upward_ranks(plan, np.where(plan.free, 0.0, times.mean(axis=1)))
+    finish = np.zeros(g.num_ops)
+    busy: list[list[tuple[float, float]]] = [[] for _ in cand]
+    for i in np.lexsort((np.arange(g.num_ops), -rank)).tolist():
+        if plan.free[i]:
+            preds = g.predecessors(i)
+            finish[i] = finish[preds].max() if len(preds) else 0.0
+            continue
+        best = (np.inf, -1, 0.0)
+        eligible = plan.eligible(i)
+        for d, ready in zip(eligible, arrival_times(plan, finish, i, eligible), strict=True):
+            c = cand.tolist().index(d)
+            ends, starts = [0.0, *(e for _, e in busy[c])], [*(b for b, _ in busy[c]), np.inf]
+            idle = zip(ends, starts, strict=True)
+            begin = min(max(lo, ready) for lo, hi in idle if max(lo, ready) + times[i, c] <= hi)
+            if begin + times[i, c] < best[0]:
+                best = (begin + times[i, c], c, begin)
+        end, c, begin = best
+        plan.place(i, int(cand[c]))
+        finish[i] = end
+        if end > begin:
+            busy[c] = sorted([*busy[c], (begin, end)])
+    return plan.finish().tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_heft_agrees_with_a_plain_version_on_random_graphs(seed):
+    """p100x4: four GPUs and a CPU several times slower, so ops fill idle gaps; with
+    memory for all, and with so little that pins and the estimate decide."""
+    g = random_graph(300, seed, colocation_fraction=0.2)
+    for fraction in (1.0, 2e-5):
+        placer = HeftPlacer(problem(g, Cluster.load("p100x4")), devices="all")
+        placer.fraction = fraction
+        assert placer.build().tolist() == heft_by_lists(placer)
 
 
 def test_etf_starts_early_where_heft_finishes_early():

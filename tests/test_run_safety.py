@@ -219,17 +219,13 @@ def _damaged(doc, change):
     elif change == "no best placement":  # the placer is done: it would propose none
         loop["best_placement"] = None
         loop["best_step_time"], loop["best_valid"] = float("inf"), False
-    elif change == "memo":
-        doc["evaluator"]["memo"]["step_time"][0] = float("nan")
-    elif change == "memo reason":
-        doc["evaluator"]["memo"]["reason"][0] = 7  # no such reason
 
 
 @pytest.mark.parametrize(
     "change",
     ["samples", "wall_s", "rows", "short placement", "device out of range", "negative device",
      "step time a string", "step time nan", "step time better than its placement's",
-     "no best placement", "memo", "memo reason"],
+     "no best placement"],
 )  # fmt: skip
 def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path, change):
     """A checkpoint may come from someone else: what it says is checked, so a resume never
@@ -242,6 +238,43 @@ def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path
     _damaged(doc, change)
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint .*; delete it"):
+        run(toy_cfg(files, "budget.samples=16"), out)
+
+
+def _damaged_memo(memo, change):
+    import torch
+
+    if change == "step time nan":
+        memo["step_time"][0] = float("nan")
+    elif change == "reason beyond the list":
+        memo["reason"][0] = len(memo["reasons"])
+    elif change == "reason below -1":
+        memo["reason"][0] = -2
+    elif change == "lengths differ":
+        memo["valid"] = memo["valid"][1:]
+    elif change == "valid not bools":
+        memo["valid"] = memo["valid"].to(torch.int64)
+    elif change == "a placement twice":
+        memo["keys"][1] = memo["keys"][0]
+    elif change == "longer than the memory holds":  # a few bytes on disk, 10^9 entries
+        memo["step_time"] = torch.zeros(1, dtype=torch.float64).expand(10**9)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["step time nan", "reason beyond the list", "reason below -1", "lengths differ",
+     "valid not bools", "a placement twice", "longer than the memory holds"],
+)  # fmt: skip
+def test_a_checkpoint_with_damaged_remembered_simulations_is_refused(files, tmp_path, change):
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    _damaged_memo(doc["evaluator"]["memo"], change)
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"checkpoint\.pt is a damaged checkpoint \(the "
+                       r"remembered simulations (are not|name a placement twice)"):  # fmt: skip
         run(toy_cfg(files, "budget.samples=16"), out)
 
 

@@ -161,27 +161,43 @@ def test_checkpoint_interval_is_checked(toy):
         run_random(toy, checkpoint_every=0)
 
 
-def test_the_memory_survives_a_checkpoint_with_its_order_and_reasons():
-    """Saved as columns and read back: the same placements, results and eviction order
-    (the oldest is forgotten first), so a resumed run simulates exactly what an
-    uninterrupted one would."""
+def _through_a_checkpoint(saved):
     import io
 
     import torch
 
     from eagle.search import Evaluator
 
-    g = graph([{"name": "a", "t": 1, "colocation": "g"}, {"name": "b", "t": 2, "colocation": "g"}],
-              [])  # fmt: skip
-    saved = Evaluator(problem(g, unit_cluster(2)), capacity=3)
-    saved(np.array([[0, 1], [0, 0], [1, 0]]))  # two split the group: invalid
     buffer = io.BytesIO()
     torch.save(saved.state_dict(), buffer)
     buffer.seek(0)
-    loaded = Evaluator(saved.problem, capacity=3)
+    loaded = Evaluator(saved.problem, capacity=saved.capacity)
     loaded.load_state_dict(torch.load(buffer, weights_only=True))
-    assert loaded._memo == saved._memo and list(loaded._memo) == list(saved._memo)
-    assert [v[2] for v in loaded._memo.values()] == ["colocation:g", None, "colocation:g"]
-    loaded(np.array([[1, 1]]))  # evicts [0, 1], the oldest
-    assert loaded(np.array([[0, 0], [0, 1]])).step_time.tolist() == [3, 2]
+    return loaded
+
+
+def test_the_memory_survives_a_checkpoint_with_its_order_and_reasons():
+    """Saved as columns and read back: the same placements, results and eviction order
+    (the oldest is forgotten first), so a resumed run simulates exactly what an
+    uninterrupted one would. The reasons are stored as codes into a sorted list; here
+    the first one met ("colocation:h") sorts last."""
+    from eagle.search import Evaluator
+
+    g = graph(
+        [
+            {"name": "a", "t": 1, "colocation": "h"},
+            {"name": "b", "t": 2, "colocation": "h"},
+            {"name": "c", "t": 1, "colocation": "g"},
+            {"name": "d", "t": 1, "colocation": "g"},
+        ],
+        [],
+    )
+    saved = Evaluator(problem(g, unit_cluster(2)), capacity=3)
+    assert list(_through_a_checkpoint(saved)._memo) == []  # before the first batch
+    saved(np.array([[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]))
+    loaded = _through_a_checkpoint(saved)
+    assert list(loaded._memo.items()) == list(saved._memo.items())
+    assert [v[2] for v in loaded._memo.values()] == ["colocation:h", None, "colocation:g"]
+    loaded(np.array([[1, 1, 1, 1]]))  # evicts [0, 1, 0, 0], the oldest
+    assert loaded(np.array([[0, 0, 0, 0], [0, 1, 0, 0]])).step_time.tolist() == [5, 3]
     assert loaded.sim_calls == saved.sim_calls + 2

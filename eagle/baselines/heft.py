@@ -107,8 +107,12 @@ class HeftPlacer(MemoryRetryPlacer):
             eligible = plan.eligible(i)
             ready = arrival_times(plan, finish, i, eligible)
             cols = column[eligible]
+            assert (cols >= 0).all(), "an eligible device outside the candidates"
             end, c, begin = _earliest_finish(starts, ends, busy, cols, ready, times[i, cols])
             plan.place(i, int(cand[c]))
             finish[i] = end
-            _occupy(starts, ends, busy, c, begin, end)
+            # an op taking no time there occupies nothing; recorded, it could sit after an
+            # interval with the same start and leave the ends out of order
+            if end > begin:
+                _occupy(starts, ends, busy, c, begin, end)
         return plan.finish()
