@@ -141,9 +141,11 @@ class Evaluator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sim_calls = count(state["sim_calls"], "sim_calls")
-        memo = state["memo"]
-        keys, seconds, valid, reason = (memo[k] for k in ("keys", "step_time", "valid", "reason"))
-        vocab = memo["reasons"]
+        columns = state["memo"]
+        keys, seconds, valid, reason = (
+            columns[k] for k in ("keys", "step_time", "valid", "reason")
+        )
+        vocab = columns["reasons"]
         n = len(seconds)  # at most `capacity`: every batch evicts down to it before a save
         if not (
             n <= self.capacity

@@ -70,8 +70,9 @@ def _earliest_finish(
 
 
 @numba.njit(cache=True)
-def _occupy(starts: FloatArray, ends: FloatArray, busy: IntArray, c: int, begin: float,
-            end: float) -> None:  # fmt: skip
+def _occupy(
+    starts: FloatArray, ends: FloatArray, busy: IntArray, c: int, begin: float, end: float
+) -> None:
     """Insert [begin, end) into column c's sorted intervals."""
     n = busy[c]
     k = np.searchsorted(starts[c, :n], begin, side="right")
