@@ -72,6 +72,13 @@ def test_earliest_gap_inserts_between_busy_intervals():
     assert earliest_gap(np.zeros(0), np.zeros(0), ready=3.0, length=1.0) == 3.0
 
 
+def plain_gap(starts: list[float], ends: list[float], ready: float, length: float) -> float:
+    """The earliest start >= ready in any idle gap long enough: from 0 to the first busy
+    interval, between two, or after the last; every gap tried."""
+    gaps = zip([0.0, *ends], [*starts, np.inf], strict=True)
+    return min(max(lo, ready) for lo, hi in gaps if max(lo, ready) + length <= hi)
+
+
 def test_earliest_gap_agrees_with_a_plain_scan_of_every_gap():
     """The compiled search starts at the first interval ending after `ready`; a plain
     scan over every gap from time 0 must find the same start, on random timelines."""
@@ -80,9 +87,7 @@ def test_earliest_gap_agrees_with_a_plain_scan_of_every_gap():
         edges = np.cumsum(rng.choice([0.0, 0.5, 1.0, 2.0], size=2 * rng.integers(0, 8)))
         starts, ends = edges[0::2], edges[1::2]
         ready, length = float(rng.choice([0.0, 1.0, 2.5, 9.0])), float(rng.choice([0.0, 0.5, 2.0]))
-        # the idle gaps: from 0 to the first start, between intervals, after the last end
-        gaps = list(zip([0.0, *ends], [*starts, np.inf], strict=True))
-        plain = min(max(lo, ready) for lo, hi in gaps if max(lo, ready) + length <= hi)
+        plain = plain_gap(starts.tolist(), ends.tolist(), ready, length)
         assert earliest_gap(starts, ends, ready, length) == plain
 
 
@@ -179,9 +184,8 @@ def heft_by_lists(placer: HeftPlacer) -> list[int]:
         eligible = plan.eligible(i)
         for d, ready in zip(eligible, arrival_times(plan, finish, i, eligible), strict=True):
             c = cand.tolist().index(d)
-            ends, starts = [0.0, *(e for _, e in busy[c])], [*(b for b, _ in busy[c]), np.inf]
-            idle = zip(ends, starts, strict=True)
-            begin = min(max(lo, ready) for lo, hi in idle if max(lo, ready) + times[i, c] <= hi)
+            starts, ends = [b for b, _ in busy[c]], [e for _, e in busy[c]]
+            begin = plain_gap(starts, ends, ready, times[i, c])
             if begin + times[i, c] < best[0]:
                 best = (begin + times[i, c], c, begin)
         end, c, begin = best
