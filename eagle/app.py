@@ -134,10 +134,11 @@ def run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
 
 def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     if not cfg.resume:  # afresh: no old result may outlive this run's failure
-        for name in (run_dir.CHECKPOINT, run_dir.SUMMARY, run_dir.PLACEMENT, run_dir.METRICS):
+        for name in (
+            run_dir.CHECKPOINT, run_dir.SUMMARY, run_dir.PLACEMENT, run_dir.METRICS, run_dir.CONFIG
+        ):  # fmt: skip
             (out_dir / name).unlink(missing_ok=True)
     who = identity(cfg)
-    run_dir.write_text(out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
     problem = problem_from_config(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
     graph, cluster, cost_model = problem.graph, problem.cluster, problem.cost_model
     placer = make_placer(cfg.agent, problem, who["seed"])
@@ -166,6 +167,11 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
         checkpoint_meta=meta,
         progress=bool(cfg.progress),
         on_iteration=validation,
+        # written once the run is accepted: a rerun refused by the checkpoint (other
+        # settings) or failing to load its graph leaves the old run's config with its results
+        on_start=lambda: run_dir.write_text(
+            out_dir / run_dir.CONFIG, OmegaConf.to_yaml(cfg, resolve=True)
+        ),
     )
     rl_costs = result.metrics.get(MEAN_COST)  # learned placers only
     trend = math.nan if rl_costs is None else policy_trend(rl_costs.to_numpy(dtype=float))

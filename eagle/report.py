@@ -118,6 +118,31 @@ def placer_labels(records: list[run_dir.RunRecord]) -> tuple[dict[Path, str], li
     return labels, warnings
 
 
+def drop_repeats(
+    records: list[run_dir.RunRecord], labels: dict[Path, str]
+) -> tuple[list[run_dir.RunRecord], list[str]]:
+    """The records with each finished seed of a cell counted once, and a warning for
+    each repeat left out: a copied run dir, or a seed rerun elsewhere, is not another
+    seed, and would make the spread look smaller than it is. The first by path is kept."""
+    kept: list[run_dir.RunRecord] = []
+    first: dict[tuple[str, str, str, int], Path] = {}
+    warnings: list[str] = []
+    for r in records:
+        if (s := r.summary) is None:
+            kept.append(r)
+            continue
+        key = (s["suite"], s["cluster"], labels[r.path], int(s["seed"]))
+        if key in first:
+            warnings.append(
+                f"{r.path}: seed {key[3]} of {'/'.join(key[:3])} again (as {first[key]}); "
+                "counted once"
+            )
+            continue
+        first[key] = r.path
+        kept.append(r)
+    return kept, warnings
+
+
 def _short(value: str | None) -> str:
     """A setting's value as a label shows it: unquoted, long hashes cut."""
     if value is None:
@@ -423,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not a directory: {', '.join(map(str, missing))}")
     records, warnings = run_dir.scan(args.dirs)
     labels, split = placer_labels(records)
-    for warning in [*warnings, *split]:
+    records, repeats = drop_repeats(records, labels)
+    for warning in [*warnings, *split, *repeats]:
         print(f"warning: {warning}", file=sys.stderr)
     known = best_known.best_known_times(args.best_known)
     frame = table(records, labels, known)

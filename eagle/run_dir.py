@@ -149,7 +149,9 @@ def _read_run(path: Path) -> RunRecord:
     if (path / SUMMARY).exists():
         summary = _read_json_object(path / SUMMARY, SUMMARY_KEYS)
         _check_summary(summary)
-        config = read_config(path / CONFIG) if (path / CONFIG).exists() else {}
+        if not (path / CONFIG).exists():  # its settings unknown: no cell to average it into
+            raise RunDirError(f"no {CONFIG} beside its {SUMMARY}")
+        config = read_config(path / CONFIG)
         try:
             check_plain(config)
         except ConfigError as e:

@@ -63,6 +63,9 @@ METRIC_COLUMNS = (
 # 2: content fingerprints in `meta` (1: names and sizes only); 3: the evaluator's memory
 # as columns (2: a list of (key, (step time, valid, reason))).
 CHECKPOINT_FORMAT = 3
+# Without a progress bar, how often a run logs how far it is: a GNMT run of `eagle` takes
+# minutes, and a log file that stays empty that long looks like a hang.
+LOG_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -340,13 +343,17 @@ def search(
     checkpoint_meta: dict[str, Any] | None = None,
     progress: bool = True,
     on_iteration: Callable[[SearchState], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> SearchResult:
     """Run `placer` on `problem` until it is done or the budget is spent.
 
     With `checkpoint`, an existing file there is resumed (it must carry the same
     `checkpoint_meta`), and the state is saved every `checkpoint_every` iterations, at the
     end, and when Ctrl-C stops the run (which then raises KeyboardInterrupt).
-    `on_iteration` sees the state after every iteration (tests use it to interrupt).
+    `on_iteration` sees the state after every iteration (tests use it to interrupt);
+    `on_start` is called once the run is accepted (its checkpoint, if any, resumed), so a
+    refused rerun leaves the run dir's files as they were. Without a progress bar (a log
+    file, `progress=false`) a line every `LOG_EVERY_S` seconds says how far the run is.
     """
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
@@ -360,6 +367,9 @@ def search(
             "resuming from %s: %d placements done%s (resume=false starts afresh)",
             checkpoint, state.samples, f", {_postfix(state)}" if state.samples else "",
         )  # fmt: skip
+
+    if on_start is not None:
+        on_start()
 
     def save() -> None:
         if checkpoint is not None:
@@ -377,6 +387,7 @@ def search(
     )
     with interrupt.installed(), bar:
         started = time.perf_counter() - state.wall_s
+        logged = state.wall_s
         while True:
             if state.samples >= budget.samples:
                 stopped_by = "budget.samples"
@@ -410,6 +421,13 @@ def search(
             bar.total = max(bar.total or 0, state.samples)  # a placer that retried
             bar.update(len(batch))
             bar.set_postfix_str(_postfix(state))
+            if bar.disable and state.wall_s - logged >= LOG_EVERY_S:
+                logged = state.wall_s
+                log.info(
+                    "%s on %s: %d of %d placements, %s, %.0f s",
+                    type(placer).__name__, problem.suite, state.samples, bar.total,
+                    _postfix(state), state.wall_s,
+                )  # fmt: skip
             if on_iteration is not None:
                 on_iteration(state)
             if interrupt.requested:

@@ -118,8 +118,11 @@ def test_rerun_resumes_to_the_same_result(cached_small_suites, tmp_path, caplog)
     fresh = run(cfg("agent=random", "suite=bert", "suite.variant=small", "budget.samples=192"),
                 tmp_path / "fresh")  # fmt: skip
     assert longer["best_step_time"] == fresh["best_step_time"] and longer["samples"] == 192
+    config = (tmp_path / "config.yaml").read_text()
+    assert "samples: 192" in config  # the accepted rerun's budget
     with pytest.raises(Exception, match="differs in: seed"):
         run(cfg("agent=random", "suite=bert", "suite.variant=small", "seed=9"), tmp_path)
+    assert (tmp_path / "config.yaml").read_text() == config  # still the results' config
 
 
 @pytest.fixture

@@ -186,3 +186,25 @@ def test_eagle_speedup_and_latex_table(tmp_path):
     paper_only = report.markdown(report.table(run_dir.scan([tmp_path])[0]))
     assert "eagle speed-up (paper setting)" in paper_only and "| eagle speed-up |" not in paper_only
     assert "eagle speed-up: how much faster" in paper_only
+
+
+def test_a_copied_seed_counts_once_and_a_run_without_its_config_is_skipped(
+    sweep, tmp_path, capsys
+):
+    import shutil
+
+    shutil.copytree(sweep / "gnmt__random__p100x4__0", sweep / "copy" / "gnmt__random__p100x4__0")
+    bare = sweep / "bare" / "gnmt__heft__p100x4__0"
+    shutil.copytree(sweep / "gnmt__heft__p100x4__0", bare)
+    (bare / "config.yaml").unlink()
+    out = tmp_path / "out"
+    assert report.main([str(sweep), "--out", str(out), "--timelines", "none"]) == 0
+    err = capsys.readouterr().err
+    kept = sweep / "copy" / "gnmt__random__p100x4__0"  # first by path ("copy" < "gnmt__")
+    again = sweep / "gnmt__random__p100x4__0"
+    assert f"{again}: seed 0 of gnmt/p100x4/random again (as {kept}); counted once" in err
+    assert f"{bare}: no config.yaml beside its summary.json; skipped" in err
+    t = pd.read_csv(out / "report.csv").set_index(["suite", "placer"])
+    assert t.loc[("gnmt", "random")].seeds == 3  # seeds 0, 1, 2: not 4
+    assert t.loc[("gnmt", "random")].mean_step_time == 4.0
+    assert t.loc[("gnmt", "heft")].seeds == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
@@ -14,6 +15,7 @@ from eagle.errors import RunError
 from eagle.placer import Evaluation, Placer
 from eagle.search import METRIC_COLUMNS, Budget, SearchState, search
 from simulator.random_graphs import random_graph
+from simulator.result import ms
 from tests.conftest import assert_same_run, graph, interrupted_then_resumed, problem, unit_cluster
 
 
@@ -40,6 +42,18 @@ def test_metrics_rows_and_budget(toy):
     assert m.iteration.tolist() == [1, 2, 3, 4] and result.stopped_by == "budget.samples"
     assert (np.diff(m.best_step_time.dropna()) <= 0).all()  # the best only improves
     assert result.best_step_time == m.best_step_time.iloc[-1]
+
+
+def test_without_a_progress_bar_the_run_logs_how_far_it_is(toy, monkeypatch, caplog):
+    monkeypatch.setattr("eagle.search.LOG_EVERY_S", 0.0)  # a line every iteration
+    with caplog.at_level(logging.INFO, logger="eagle"):
+        result = run_random(toy, samples=100)
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(": ", 1)[1].split(" placements")[0] for line in lines] == [
+        "32 of 100", "64 of 100", "96 of 100", "100 of 100"
+    ]  # fmt: skip
+    assert lines[-1].startswith("RandomPlacer on ")
+    assert f"best {ms(result.best_step_time)} ms" in lines[-1]
 
 
 def test_best_placement_is_what_the_simulator_says(toy):
