@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import re
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,11 @@ def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
 def check_config(cfg: DictConfig) -> None:
     """Refuse a malformed run setting by its key, before anything is loaded or written:
     `budget.samples=10.7` or `resume=maybe` must not be silently bent into a value."""
+    for group, example in (("budget", "budget.samples=300"), ("validation", "validation.every=5")):
+        if not isinstance(node := OmegaConf.select(cfg, group), DictConfig):
+            keys = ", ".join(f"{group}.{k}" for k in OmegaConf.select(_compose([]), group))
+            raise ConfigError(f"{group} is a group of settings ({keys}), not a value (got "
+                              f"{node!r}): set one of them, e.g. {example}")  # fmt: skip
     _integer(cfg, "budget.samples", 1)
     seconds = OmegaConf.select(cfg, "budget.seconds")
     if seconds is not None and not (_is_number(seconds) and math.isfinite(seconds) and seconds > 0):
@@ -235,7 +242,25 @@ def main() -> None:
     if (problem := override_problem(sys.argv[1:])) is not None:
         print(f"eagle-run: error: {problem}", file=sys.stderr)
         raise SystemExit(2)
-    hydra_main()
+    # A sweep's failed jobs go on to the next (each leaves an error.json), and each also
+    # adds a line to this file, which reaches the joblib launcher's worker processes by
+    # the environment: a sweep with a failed job exits 1, so scripts see it.
+    with tempfile.TemporaryDirectory(prefix="eagle-run-") as folder:
+        failures = Path(folder) / "failed"
+        os.environ[FAILURES_ENV] = str(failures)
+        try:
+            hydra_main()
+        finally:
+            del os.environ[FAILURES_ENV]
+        if failures.exists():
+            lines = failures.read_text().splitlines()
+            print(f"eagle-run: {len(lines)} job(s) of the sweep failed:", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+            raise SystemExit(1)
+
+
+FAILURES_ENV = "EAGLE_RUN_FAILURES"
 
 
 def override_problem(args: list[str]) -> str | None:
@@ -279,10 +304,37 @@ def override_problem(args: list[str]) -> str | None:
     ]
     for tried in tries:
         try:
-            _compose(tried)
+            composed = _compose(tried)
         except (HydraException, OmegaConfBaseException) as e:
             return _unknown_setting(str(e), tried) or _one_line(str(e))
+        if (added := _added_setting(tried)) is not None:
+            return added
+        try:  # the values too, so that no sweep launches jobs that can only fail
+            check_config(composed)
+        except ConfigError as e:
+            return str(e)
     return None
+
+
+def _added_setting(overrides: list[str]) -> str | None:
+    """Hydra lets `+KEY=V` and `++KEY=V` add a setting the config lacks: a misspelt one
+    would then be ignored (`+budget.sample=300`) or reach the agent as an unknown
+    argument (a traceback). Only `hydra.` keys may be new."""
+    for override in overrides:
+        key = override.lstrip("+").partition("=")[0]
+        if not override.startswith("+") or key.startswith("hydra.") or "/" in key:
+            continue
+        rest = [o for o in overrides if o != override]
+        try:
+            found = OmegaConf.select(_compose(rest), key, default=_ABSENT)
+        except (HydraException, OmegaConfBaseException):
+            continue  # another override is the problem; Hydra names it on its own
+        if found is _ABSENT:
+            return _unknown_setting(f"Could not override '{key}'", rest)
+    return None
+
+
+_ABSENT = object()
 
 
 # the config groups (a choice each), as `eagle/conf/` holds them
@@ -332,7 +384,10 @@ def _unknown_setting(message: str, others: list[str]) -> str | None:
     if not isinstance(node, DictConfig):
         return f"unknown setting {key!r}"
     keys = [str(k) for k in node if k not in ("hydra", "_target_")]
-    return f"unknown setting {key!r}; {parent or 'the top level'} has: {', '.join(keys)}"
+    where = parent or "the top level"
+    if parent in _GROUPS and "name" in node:  # a sweep's jobs differ: say whose keys these are
+        where = f"{parent}={node.name}"
+    return f"unknown setting {key!r}; {where} has: {', '.join(keys)}"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -357,6 +412,9 @@ def hydra_main(cfg: DictConfig) -> None:
             raise SystemExit(2) from None
         # One failed job must not end the sweep: record it for the report and go on.
         log.error("run failed (%s: %s); the sweep goes on", type(e).__name__, e)
+        if failures := os.environ.get(FAILURES_ENV):
+            with open(failures, "a") as file:
+                file.write(f"{out_dir}: {type(e).__name__}: {_first_line(e)}\n")
         run_dir.write_json(
             out_dir / run_dir.ERROR,
             {
@@ -366,3 +424,7 @@ def hydra_main(cfg: DictConfig) -> None:
                 "traceback": traceback.format_exc(),
             },
         )
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().split("\n", 1)[0]

@@ -196,6 +196,11 @@ def _section(cfg: Mapping[str, Any], group: str) -> dict[str, str | None]:
 def load_graph(name: str, variant: str = "default", path: str | None = None) -> OpGraph:
     """A built-in suite's graph (captured once, then cached), or a graph file if `path`."""
     if path:
+        if variant not in ("default", ""):  # else the run would be named and be the file's
+            raise ConfigError(
+                f"suite.variant={variant} is a built-in suite's; a graph file (suite.path) "
+                "has no variants: drop suite.variant, or save the variant you want as a file"
+            )
         return OpGraph.load(Path(path).expanduser())
     return suites.load(name, variant)
 

@@ -134,8 +134,15 @@ def register(graph_file: Path, name: str) -> Path:
     if not _NAME.fullmatch(name) or name.endswith((".json", ".gz", ".yaml")):
         raise SuiteError(f"cannot register {name!r}: a suite name is letters, digits, "
                          "'_', '-' and '.', starting with a letter or digit")  # fmt: skip
-    if name in SUITES:
-        raise SuiteError(f"cannot register {name!r}: a built-in suite has that name")
+    # `gnmt-small` too: its run dirs and report rows would be the built-in variant's
+    taken = {instance_name(s, v): (s, v) for s in SUITES for v in VARIANTS}
+    if name in taken:
+        suite, variant = taken[name]
+        what = (
+            "a built-in suite has that name" if variant == "default"
+            else f"run dirs and reports name built-in suite {suite!r}'s {variant} variant so"
+        )  # fmt: skip
+        raise SuiteError(f"cannot register {name!r}: {what}; choose another name")
     path = registered_dir() / f"{name}.json.gz"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, graph_file.read_bytes())

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_module
 import eagle.app
 from eagle import convergence, run_dir
 from eagle.app import run
-from eagle.errors import PlacerError
+from eagle.errors import ConfigError, PlacerError
 from eagle.search import METRIC_COLUMNS
 from simulator import Cluster, CostModel, GraphError, placement_from_json, simulate
 
@@ -137,6 +137,8 @@ def test_user_graph_and_its_errors(user_graph, tmp_path):
     assert summary["suite"] == "my_model" and summary["best_valid"]
     with pytest.raises(PlacerError, match="no expert placement"):
         run(cfg("agent=expert", f"suite.path={user_graph}"), tmp_path / "expert")
+    with pytest.raises(ConfigError, match="suite.variant=small is a built-in suite's"):
+        run(cfg("agent=heft", f"suite.path={user_graph}", "suite.variant=small"), tmp_path / "v")
     broken = tmp_path / "broken.json"
     broken.write_text(
         json.dumps(
@@ -159,8 +161,10 @@ def test_tiny_sweep_goes_on_past_a_failed_job_and_reports(user_graph, tmp_path):
          "budget.samples=64", "progress=false", f"hydra.sweep.dir={sweep}"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    error = json.loads((sweep / "my_model__expert__p100x4__0" / "error.json").read_text())
+    assert done.returncode == 1, done.stderr[-3000:]  # the others ran; the failure is said
+    failed = sweep / "my_model__expert__p100x4__0"
+    assert f"1 job(s) of the sweep failed:\n  {failed}: PlacerError: " in done.stderr
+    error = json.loads((failed / "error.json").read_text())
     assert error["agent"] == "expert" and "PlacerError" in error["error"]
     (sweep / "unfinished").mkdir()
     (sweep / "unfinished" / "config.yaml").write_text("seed: 0\n")
@@ -186,11 +190,15 @@ def test_joblib_launcher_runs_a_sweep_in_parallel_processes(user_graph, tmp_path
     sweep = tmp_path / "sweep"
     done = subprocess.run(
         [str(EAGLE_RUN), "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         "agent=random,m_etf", f"suite.path={user_graph}", "budget.samples=64",
+         "agent=random,m_etf,expert", f"suite.path={user_graph}", "budget.samples=64",
          "progress=false", f"hydra.sweep.dir={sweep}"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    # the failure in a worker process reaches the sweep's exit status
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert f"1 job(s) of the sweep failed:\n  {sweep / 'my_model__expert__p100x4__0'}: " in (
+        done.stderr
+    )
     for agent in ("random", "m_etf"):
         summary = json.loads((sweep / f"my_model__{agent}__p100x4__0" / "summary.json").read_text())
         assert summary["agent"] == agent and summary["best_valid"]

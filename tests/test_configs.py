@@ -162,7 +162,21 @@ def test_unknown_names_list_the_valid_ones(override, listed):
          "suite.path=FILE, or eagle-capture --register)"),
         (["budget.sample=300"], "unknown setting 'budget.sample'; budget has: samples, seconds"),
         (["cluster=mybox.yaml"], "p100x8 (your own cluster: cluster.path=YAML)"),
-        (["agent=heft", "agent.lr=0.1"], "unknown setting 'agent.lr'; agent has: name, devices"),
+        (["agent=heft", "agent.lr=0.1"], "unknown setting 'agent.lr'; agent=heft has: name, "
+         "devices"),
+        # a sweep's keys are checked on every agent; the message names the one lacking it
+        (["-m", "agent=heft,random", "agent.retries=2"], "unknown setting 'agent.retries'; "
+         "agent=random has: name, batch_size, devices"),
+        # Hydra's + and ++ add a setting: a misspelt one would be ignored or a traceback
+        (["+budget.sample=300"], "unknown setting 'budget.sample'; budget has: samples, seconds"),
+        (["agent=heft", "++agent.retrie=2"], "unknown setting 'agent.retrie'; agent=heft has: "),
+        (["agent=heft", "++agent.retries=2"], None),  # ++ on a setting there is: a plain set
+        (["budget=300"], "budget is a group of settings (budget.samples, budget.seconds), not a "
+         "value (got 300): set one of them, e.g. budget.samples=300"),
+        (["~budget"], "budget is a group of settings"),
+        # values are checked before a sweep launches jobs that could only fail
+        (["-m", "agent=heft,random", "budget.samples=abc"], "budget.samples must be a whole "
+         "number >= 1, got 'abc'"),
         (["seed=0,1"], "'seed=0,1' is a sweep: run it with eagle-run -m"),
         (["-m", "agent=heft,hefts", "seed=0,1"], "Could not find 'agent/hefts'"),  # 2nd value
         (["-m", "agent=heft,random", "suite=gnmt", "seed=0,1"], None),

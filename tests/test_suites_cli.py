@@ -186,8 +186,11 @@ def test_register_then_list_stat_and_run_by_name(user_file, tmp_path, monkeypatc
     assert "has only the default variant" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "message"), [("bert", "a built-in suite has that name"),
-                                               ("../x", "a suite name is letters")])  # fmt: skip
+@pytest.mark.parametrize(("name", "message"), [
+    ("bert", "a built-in suite has that name"),
+    ("gnmt-small", "run dirs and reports name built-in suite 'gnmt''s small variant so"),
+    ("../x", "a suite name is letters"),
+])  # fmt: skip
 def test_register_refuses_bad_names(name, message, user_file, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path / "cache"))
     args = [f"{user_file}:build", "--name", name, "--out", str(tmp_path / "g"), "--register"]
