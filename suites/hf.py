@@ -115,7 +115,13 @@ def _config(spec: HFModel, transformers: Any) -> Any:
             raise HFError(f"--set {key}: {type(defaults).__name__} has no such key{hint}")
     # Given to the constructor, not set afterwards: values derived from others (T5's
     # num_decoder_layers from num_layers) follow the overrides.
-    config = transformers.AutoConfig.for_model(spec.model_type, **spec.overrides)
+    try:
+        config = transformers.AutoConfig.for_model(spec.model_type, **spec.overrides)
+    except Exception as e:  # a value of the wrong type; huggingface_hub's error wraps it
+        cause = e.__cause__ or e
+        if not isinstance(cause, TypeError | ValueError):
+            raise
+        raise HFError(f"--set: {type(defaults).__name__} refused a value: {cause}") from None
     for key in _POSITION_KEYS:
         limit = getattr(config, key, None)
         if isinstance(limit, int) and spec.seq > limit:
