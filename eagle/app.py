@@ -156,6 +156,9 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict[str, Any]:
     notes = [f"validation skipped: {skipped}"] if skipped else []
     if skipped:
         log.warning("validation.every=%d: skipped, %s", cfg.validation.every, skipped)
+    if (unused := cost_model.unused_times_note(graph)) is not None:
+        notes.append(unused)
+        log.warning("%s", unused)
 
     checkpoint = out_dir / run_dir.CHECKPOINT
     # What a checkpoint must match to be resumed: who the run is, the agent's settings,

@@ -143,7 +143,8 @@ class LocalSearchPlacer(Placer):
             return
         times = np.where(evaluation.valid, evaluation.step_time, np.inf)
         best = int(np.argmin(times))
-        improving = [k for k in np.flatnonzero(times < self.current_time) if k != best]
+        faster = np.flatnonzero(times < self.current_time)
+        improving = [k for k in faster if k != best]
         if self._accept(float(times[best])):
             self.current = self.current.copy()
             move = self._proposed[best]
@@ -157,7 +158,7 @@ class LocalSearchPlacer(Placer):
         self.metrics = {
             "search/current_step_time": self.current_time,
             "search/temperature": self.temperature,
-            "search/improving": float(len(improving) + (times[best] < np.inf)),
+            "search/improving": float(len(faster)),  # neighbours faster than the current
         }
 
     def _accept(self, candidate: float) -> bool:

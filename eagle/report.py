@@ -249,12 +249,18 @@ def table(
 
 
 def provenance(sources: dict[str, str] | None) -> str:
-    """A run's cost model in one word: "measured" (every device type from a profile),
-    "datasheet" (none), "mixed", or "unknown" (a run dir from before summaries said)."""
+    """A run's cost model in a word: "measured" (every device type from a profile),
+    "datasheet" (every one a built-in datasheet roofline), "given" (rooflines in the
+    user's cluster file, op times in the graph, the host's quick estimate), "mixed (...)"
+    naming the kinds mixed, or "unknown" (a run dir from before summaries said)."""
     if not sources:
         return "unknown"
-    kinds = {"datasheet" if v.startswith("datasheet") else "measured" for v in sources.values()}
-    return kinds.pop() if len(kinds) == 1 else "mixed"
+    kinds = {
+        "measured" if v.startswith("measured") else "datasheet" if v.startswith("datasheet")
+        else "given"
+        for v in sources.values()
+    }  # fmt: skip
+    return kinds.pop() if len(kinds) == 1 else f"mixed ({', '.join(sorted(kinds))})"
 
 
 def speedup(frame: pd.DataFrame, suite: str, cluster: str, setting: str = "") -> float:

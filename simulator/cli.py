@@ -128,6 +128,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         place = _read_placement(args.placement, graph, cluster)
     result = simulate(graph, place, cluster, cost, trace=args.trace is not None)
+    if (note := cost.unused_times_note(graph)) is not None:  # once it priced them all
+        print(f"eagle-sim: note: {note}", file=sys.stderr)
     if args.trace is not None:
         assert result.trace is not None
         try:

@@ -173,6 +173,24 @@ class CostModel:
                 out[device.type] = "op times given in the graph"
         return out
 
+    def unused_times_note(self, graph: OpGraph) -> str | None:
+        """One line for the commands to print when the graph gives op times (`time` in
+        its ops) for device types of which this cluster has none, or None: those times
+        price nothing here. A misspelt type (`p100x`) would otherwise go unseen, its ops
+        priced by the rooflines instead. Said only when none of the graph's types is
+        the cluster's: a graph with times for several clusters is not warned about."""
+        given = set(graph.time_overrides)
+        types = sorted({d.type for d in self.cluster.devices})
+        if not given or given & set(types):
+            return None
+        unused = sorted(given)
+        return (
+            f"the graph's op times for device type{'s' * (len(unused) > 1)} "
+            f"{', '.join(map(repr, unused))} price "
+            f"nothing on cluster {self.cluster.name!r} (its types: {', '.join(types)}); "
+            "if a type is misspelt, its ops are priced by the cost model instead"
+        )
+
     def op_times(self, graph: OpGraph, cluster: Cluster | None = None) -> FloatArray:
         """Seconds of every op on every device: float array [num_ops, num_devices]."""
         if cluster is not None:

@@ -101,6 +101,21 @@ def test_device_summary(capsys, files):
     assert "cost model: p100: datasheet (NVIDIA Tesla P100 PCIe)" in lines
 
 
+def test_op_times_for_no_type_of_the_cluster_are_pointed_out(capsys, tmp_path):
+    doc = json.loads(json.dumps(GRAPH))
+    for op in doc["ops"]:
+        op["time"] = {"p100x": op["time"]["p100"]}  # a misspelt device type
+    (tmp_path / "typo.json").write_text(json.dumps(doc))
+    assert main([str(tmp_path / "typo.json"), "--device", "gpu0"]) == 0
+    out, err = capsys.readouterr()
+    assert err == (
+        "eagle-sim: note: the graph's op times for device type 'p100x' price nothing on "
+        "cluster 'p100x4' (its types: haswell-18c, p100); if a type is misspelt, its ops "
+        "are priced by the cost model instead\n"
+    )
+    assert out.splitlines()[2].split()[1] != "7.0000"  # priced by the roofline, not 7 ms
+
+
 def test_device_json(capsys, files):
     doc = _run_json(capsys, [files["graph"], "--device", "gpu0"])
     assert set(doc) == {

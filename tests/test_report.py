@@ -153,7 +153,12 @@ def test_a_sweep_where_every_run_failed_is_tabulated(tmp_path):
 def test_cost_model_provenance_in_one_word():
     assert report.provenance({"p100": "datasheet (NVIDIA Tesla P100 PCIe)"}) == "datasheet"
     assert report.provenance({"cpu-worker": "measured profile (cpu, 2026-12-01)"}) == "measured"
-    assert report.provenance({"p100": "datasheet (x)", "cpu-worker": "measured"}) == "mixed"
+    mixed = {"p100": "datasheet (x)", "cpu-worker": "measured profile (cpu, 2026-12-01)"}
+    assert report.provenance(mixed) == "mixed (datasheet, measured)"
+    # a roofline the user's cluster file states is neither a datasheet nor a measurement
+    mine = {"p100": "datasheet (x)", "mygpu": "cluster file"}
+    assert report.provenance(mine) == "mixed (datasheet, given)"
+    assert report.provenance({"unit": "op times given in the graph"}) == "given"
     assert report.provenance(None) == "unknown"
 
 
