@@ -137,7 +137,7 @@ def test_user_graph_and_its_errors(user_graph, tmp_path):
     assert summary["suite"] == "my_model" and summary["best_valid"]
     with pytest.raises(PlacerError, match="no expert placement"):
         run(cfg("agent=expert", f"suite.path={user_graph}"), tmp_path / "expert")
-    with pytest.raises(ConfigError, match="suite.variant=small is a built-in suite's"):
+    with pytest.raises(ConfigError, match=r"suite\.variant=small is a built-in suite's"):
         run(cfg("agent=heft", f"suite.path={user_graph}", "suite.variant=small"), tmp_path / "v")
     broken = tmp_path / "broken.json"
     broken.write_text(

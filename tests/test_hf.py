@@ -86,8 +86,7 @@ def test_task_by_default_and_by_choice():
     [
         (HFModel("gtp2"), "unknown Hugging Face model type 'gtp2'; did you mean gpt2"),
         (HFModel("gpt2", {"n_layers": 2}), "--set n_layers: GPT2Config has no such key"),
-        (HFModel("gpt2", {"n_layer": "two"}), "--set: GPT2Config refused a value: Field "
-         "'n_layer'"),
+        (HFModel("gpt2", {"n_layer": "two"}), "--set: GPT2Config refused a value: Field 'n_layer'"),
         (HFModel("gpt2", seq=2048), "lower --seq or --set n_positions=2048"),
         (HFModel("gpt2", task="seq2seq"), "hf:gpt2 has no seq2seq model; it has: causal-lm"),
         (HFModel("vit"), "not a language model"),

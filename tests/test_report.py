@@ -193,9 +193,7 @@ def test_eagle_speedup_and_latex_table(tmp_path):
     assert "eagle speed-up: how much faster" in paper_only
 
 
-def test_a_copied_seed_counts_once_and_a_run_without_its_config_is_skipped(
-    sweep, tmp_path, capsys
-):
+def test_a_copied_seed_counts_once_and_a_run_without_its_config_is_skipped(sweep, tmp_path, capsys):
     import shutil
 
     shutil.copytree(sweep / "gnmt__random__p100x4__0", sweep / "copy" / "gnmt__random__p100x4__0")
