@@ -485,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(runs):
         written += convergence.plot(runs, out, list(PLACER_ORDER), known)
     searches = timeline_runs(records, labels, args.timelines)
+    if args.timelines != "none":  # a search whose best placement is gone: say why no chart
+        for r in records:
+            if (s := r.summary) and s.get("stopped_by") != "placer" and not has_placement(r.path):
+                print(f"warning: {r.path}: no {run_dir.PLACEMENT}; no timeline", file=sys.stderr)
     # a second or two per run (rebuild, simulate, draw); disable=None: off in a log file
     for record in tqdm(searches, desc="drawing timelines", unit="run", disable=None):
         try:

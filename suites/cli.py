@@ -79,15 +79,18 @@ def _build(fn: Callable[[], Any], spec: str) -> tuple[torch.nn.Module, Inputs, A
         raise CliError(f"{spec}() failed: {explain(e)}") from None
     shape = "(model, inputs, target, loss_fn)"
     if not isinstance(built, tuple) or len(built) != 4:
-        raise CliError(f"{spec}() must return {shape}, got {type(built).__name__}")
+        got = f"a tuple of {len(built)}" if isinstance(built, tuple) else type(built).__name__
+        raise CliError(f"{spec}() must return {shape}, got {got}")
     model, inputs, target, loss_fn = built
     if not isinstance(model, torch.nn.Module):
         raise CliError(f"{spec}(): model must be a torch.nn.Module, got {type(model).__name__}")
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     if isinstance(inputs, Mapping):
-        if not all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in inputs.items()):
-            raise CliError(f"{spec}(): keyword inputs must map names to tensors")
+        for k, t in inputs.items():
+            if not (isinstance(k, str) and isinstance(t, torch.Tensor)):
+                raise CliError(f"{spec}(): keyword inputs must map names to tensors; "
+                               f"{k!r} is a {type(t).__name__}")  # fmt: skip
         inputs = dict(inputs)
     elif isinstance(inputs, tuple | list) and all(isinstance(t, torch.Tensor) for t in inputs):
         inputs = tuple(inputs)
@@ -172,6 +175,9 @@ def capture_main(argv: list[str] | None = None) -> int:
         if not is_hf and (args.set or args.batch is not None or args.seq is not None):
             raise CliError("--set, --batch and --seq apply to hf: models only; a model file "
                            "sets them in its build function")  # fmt: skip
+        if args.out.endswith((".json", ".gz")):  # a folder: NAME.json.gz is written in it
+            raise CliError(f"--out {args.out}: --out is the folder to write NAME.json.gz "
+                           "into; name the graph with --name")  # fmt: skip
         name = args.name or (args.build.removeprefix(hf.PREFIX) if is_hf
                              else args.build.rsplit(":", 1)[-1])  # fmt: skip
         model, inputs, target, loss_fn = _hf_build(args) if is_hf else _build(

@@ -211,3 +211,11 @@ def test_a_copied_seed_counts_once_and_a_run_without_its_config_is_skipped(sweep
     assert t.loc[("gnmt", "random")].seeds == 3  # seeds 0, 1, 2: not 4
     assert t.loc[("gnmt", "random")].mean_step_time == 4.0
     assert t.loc[("gnmt", "heft")].seeds == 1
+
+
+def test_a_search_without_its_placement_is_said_to_have_no_timeline(sweep, tmp_path, capsys):
+    assert report.main([str(sweep), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {sweep / 'gnmt__random__p100x4__0'}: no placement.json; no timeline" in err
+    assert report.main([str(sweep), "--out", str(tmp_path / "out"), "--timelines", "none"]) == 0
+    assert "no timeline" not in capsys.readouterr().err

@@ -27,6 +27,10 @@ def build():
 def wrong_return():
     return 1, 2, 3
 
+def scalar_keyword():
+    model = nn.Linear(8, 3)
+    return model, {"input": torch.randn(4, 8), "scale": 2.0}, None, nn.functional.mse_loss
+
 def data_dependent():
     class Branchy(nn.Module):
         def __init__(self):
@@ -112,6 +116,13 @@ def test_capture_a_user_model_then_simulate_it(user_file, tmp_path, capsys):
     assert "step" in capsys.readouterr().out
 
 
+def test_out_is_a_folder_not_a_graph_file(user_file, tmp_path, capsys):
+    args = [f"{user_file}:build", "--out", str(tmp_path / "mine.json.gz")]
+    assert capture_main(args) == 2
+    assert "--out is the folder to write NAME.json.gz into" in capsys.readouterr().err
+    assert not (tmp_path / "mine.json.gz").exists()  # no folder of that name either
+
+
 def test_sgd_has_one_state_per_parameter(user_file, tmp_path):
     assert capture_main([f"{user_file}:build", "--name", "m", "--out", str(tmp_path),
                          "--optimizer", "sgd"]) == 0  # fmt: skip
@@ -123,7 +134,8 @@ def test_sgd_has_one_state_per_parameter(user_file, tmp_path):
     ("spec", "message"),
     [
         ("{file}:nope", "has no function 'nope'"),
-        ("{file}:wrong_return", "must return (model, inputs, target, loss_fn), got tuple"),
+        ("{file}:wrong_return", "must return (model, inputs, target, loss_fn), got a tuple of 3"),
+        ("{file}:scalar_keyword", "keyword inputs must map names to tensors; 'scale' is a float"),
         ("{file}:data_dependent", "tracing the training step failed"),
         ("{file}:data_dependent", f"my_models.py:{_line('fake tensors cannot')} (in forward"),
         ("{file}:data_dependent", "data-dependent control flow"),
