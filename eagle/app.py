@@ -101,11 +101,11 @@ def make_placer(agent: DictConfig, problem: Problem, seed: int) -> Placer:
 def check_config(cfg: DictConfig) -> None:
     """Refuse a malformed run setting by its key, before anything is loaded or written:
     `budget.samples=10.7` or `resume=maybe` must not be silently bent into a value."""
-    for group, example in (("budget", "budget.samples=300"), ("validation", "validation.every=5")):
-        if not isinstance(node := OmegaConf.select(cfg, group), DictConfig):
-            keys = ", ".join(f"{group}.{k}" for k in OmegaConf.select(_compose([]), group))
+    for group, keys in (("budget", "samples, seconds"), ("validation", "every, repeats")):
+        if not isinstance(node := OmegaConf.select(cfg, group), DictConfig):  # budget=300
+            first = keys.split(",")[0]
             raise ConfigError(f"{group} is a group of settings ({keys}), not a value (got "
-                              f"{node!r}): set one of them, e.g. {example}")  # fmt: skip
+                              f"{node!r}): set one of them, e.g. {group}.{first}=...")  # fmt: skip
     _integer(cfg, "budget.samples", 1)
     seconds = OmegaConf.select(cfg, "budget.seconds")
     if seconds is not None and not (_is_number(seconds) and math.isfinite(seconds) and seconds > 0):

@@ -171,8 +171,8 @@ def test_unknown_names_list_the_valid_ones(override, listed):
         (["+budget.sample=300"], "unknown setting 'budget.sample'; budget has: samples, seconds"),
         (["agent=heft", "++agent.retrie=2"], "unknown setting 'agent.retrie'; agent=heft has: "),
         (["agent=heft", "++agent.retries=2"], None),  # ++ on a setting there is: a plain set
-        (["budget=300"], "budget is a group of settings (budget.samples, budget.seconds), not a "
-         "value (got 300): set one of them, e.g. budget.samples=300"),
+        (["budget=300"], "budget is a group of settings (samples, seconds), not a value (got "
+         "300): set one of them, e.g. budget.samples=..."),
         (["~budget"], "budget is a group of settings"),
         # values are checked before a sweep launches jobs that could only fail
         (["-m", "agent=heft,random", "budget.samples=abc"], "budget.samples must be a whole "
@@ -220,3 +220,8 @@ def test_paper_experiment_states_its_sweep_and_budget():
     assert c.hydra.launcher._target_.endswith("JoblibLauncher")
     assert cfg("experiment=paper", "budget.samples=64").budget.samples == 64
     assert cfg().budget.samples == 1000
+
+
+def test_the_groups_check_config_names_are_the_configs():
+    c = cfg()
+    assert list(c.budget) == ["samples", "seconds"] and list(c.validation) == ["every", "repeats"]
