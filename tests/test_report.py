@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -194,8 +195,6 @@ def test_eagle_speedup_and_latex_table(tmp_path):
 
 
 def test_a_copied_seed_counts_once_and_a_run_without_its_config_is_skipped(sweep, tmp_path, capsys):
-    import shutil
-
     shutil.copytree(sweep / "gnmt__random__p100x4__0", sweep / "copy" / "gnmt__random__p100x4__0")
     bare = sweep / "bare" / "gnmt__heft__p100x4__0"
     shutil.copytree(sweep / "gnmt__heft__p100x4__0", bare)
