@@ -405,19 +405,7 @@ def search(
             state.iteration += 1
             state.samples += len(batch)
             state.wall_s = time.perf_counter() - started
-            valid_times = evaluation.step_time[evaluation.valid]
-            state.rows.append(
-                {
-                    "iteration": state.iteration,
-                    "samples": state.samples,
-                    "wall_s": state.wall_s,
-                    "best_step_time": state.best_step_time if state.best_valid else math.nan,
-                    "mean_step_time": float(valid_times.mean()) if len(valid_times) else math.nan,
-                    "valid_fraction": float(evaluation.valid.mean()),
-                    "sim_calls": evaluator.sim_calls,
-                    **placer.metrics,
-                }
-            )
+            state.rows.append(_metrics_row(state, evaluation, evaluator.sim_calls, placer))
             bar.total = max(bar.total or 0, state.samples)  # a placer that retried
             bar.update(len(batch))
             bar.set_postfix_str(_postfix(state))
@@ -457,6 +445,23 @@ def search(
         metrics=_metrics_frame(state.rows),
         notes=tuple(placer.notes),
     )
+
+
+def _metrics_row(
+    state: SearchState, evaluation: Evaluation, sim_calls: int, placer: Placer
+) -> dict[str, float]:
+    """One iteration's row of `metrics.csv`: METRIC_COLUMNS, then the placer's own."""
+    valid_times = evaluation.step_time[evaluation.valid]
+    return {
+        "iteration": state.iteration,
+        "samples": state.samples,
+        "wall_s": state.wall_s,
+        "best_step_time": state.best_step_time if state.best_valid else math.nan,
+        "mean_step_time": float(valid_times.mean()) if len(valid_times) else math.nan,
+        "valid_fraction": float(evaluation.valid.mean()),
+        "sim_calls": sim_calls,
+        **placer.metrics,
+    }
 
 
 def _metrics_frame(rows: list[dict[str, float]]) -> pd.DataFrame:

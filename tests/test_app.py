@@ -238,6 +238,6 @@ def test_resume_false_clears_the_old_result(cached_small_suites, tmp_path):
     run(c, tmp_path)
     cached_small_suites["bert"].save(tmp_path / "g.json.gz")
     with pytest.raises(PlacerError):  # a fresh run that fails leaves no stale summary behind
-        run(cfg("agent=expert", "suite=bert", "suite.variant=small", "resume=false",
+        run(cfg("agent=expert", "suite=bert", "resume=false",
                 "suite.path=" + str(tmp_path / "g.json.gz")), tmp_path)  # fmt: skip
     assert not (tmp_path / "summary.json").exists()

@@ -28,6 +28,7 @@ def run(root: Path, suite: str, agent: str, seed: int, best: list[float],
                "sim_calls": samples[-1], "wall_s": 0.5 * len(best), "lower_bound": 1.0,
                "stopped_by": "placer" if one_shot else "budget.samples"}  # fmt: skip
     (d / "summary.json").write_text(json.dumps(summary))
+    (d / "config.yaml").write_text(f"seed: {seed}\n")  # eagle-run writes one beside each
     if metrics:
         frame = pd.DataFrame({"iteration": range(1, len(best) + 1), "samples": samples,
                               "wall_s": [0.5 * (k + 1) for k in range(len(best))],
