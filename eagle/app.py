@@ -417,7 +417,7 @@ def hydra_main(cfg: DictConfig) -> None:
         log.error("run failed (%s: %s); the sweep goes on", type(e).__name__, e)
         if failures := os.environ.get(FAILURES_ENV):
             with open(failures, "a") as file:
-                file.write(f"{out_dir}: {type(e).__name__}: {_first_line(e)}\n")
+                file.write(f"{out_dir}: {type(e).__name__}: {run_dir.one_line(e)}\n")
         run_dir.write_json(
             out_dir / run_dir.ERROR,
             {
@@ -427,7 +427,3 @@ def hydra_main(cfg: DictConfig) -> None:
                 "traceback": traceback.format_exc(),
             },
         )
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().split("\n", 1)[0]

@@ -71,8 +71,7 @@ def curves(records: list[run_dir.RunRecord], labels: dict[Path, str] | None = No
             cluster=summary["cluster"],
             placer=(labels or {}).get(record.path, summary["agent"]),
             seed=summary["seed"],
-            # a placer that stopped by itself (not by the budget) placed once: a line
-            one_shot=summary.get("stopped_by") == "placer",
+            one_shot=not record.searched,
         )
         frames.append(metrics)
     if not frames:

@@ -275,7 +275,9 @@ def speedup(frame: pd.DataFrame, suite: str, cluster: str, setting: str = "") ->
 
 
 def has_placement(path: Path) -> bool:
-    return (path / run_dir.PLACEMENT).is_file() and (path / run_dir.CONFIG).is_file()
+    """A finished run's `placement.json` is there (its `config.yaml` is: `run_dir.scan`
+    skips a finished run without one), so its timeline can be drawn."""
+    return (path / run_dir.PLACEMENT).is_file()
 
 
 def placer_rank(placer: str) -> int:
@@ -401,13 +403,7 @@ def timeline_runs(
     or `none`. Runs without a `placement.json` have nothing to draw."""
     if which == "none":
         return []
-    searches = [
-        r
-        for r in records
-        if r.summary is not None
-        and r.summary.get("stopped_by") != "placer"
-        and has_placement(r.path)
-    ]
+    searches = [r for r in records if r.searched and has_placement(r.path)]
     if which == "all":
         return searches
 
@@ -487,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     searches = timeline_runs(records, labels, args.timelines)
     if args.timelines != "none":  # a search whose best placement is gone: say why no chart
         for r in records:
-            if (s := r.summary) and s.get("stopped_by") != "placer" and not has_placement(r.path):
+            if r.searched and not has_placement(r.path):
                 print(f"warning: {r.path}: no {run_dir.PLACEMENT}; no timeline", file=sys.stderr)
     # a second or two per run (rebuild, simulate, draw); disable=None: off in a log file
     for record in tqdm(searches, desc="drawing timelines", unit="run", disable=None):

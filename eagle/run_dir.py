@@ -105,15 +105,22 @@ def locked(path: Path) -> Iterator[None]:
 @dataclass(frozen=True)
 class RunRecord:
     """One run dir as a report sees it: finished (summary), failed (error) or neither.
-    A finished run's `config` is its parsed `config.yaml` ({} if absent) and `metrics`
-    its `metrics.csv` (None if absent). The `suite` of its summary or error is the
-    suite as reports name it (`gnmt-small` for a small variant: `_reported_suite`)."""
+    A finished run's `config` is its parsed `config.yaml` (a finished run without one is
+    skipped) and `metrics` its `metrics.csv` (None if absent). The `suite` of its
+    summary or error is the suite as reports name it (`gnmt-small` for a small variant:
+    `_reported_suite`)."""
 
     path: Path
     summary: dict[str, Any] | None
     error: dict[str, Any] | None  # suite, agent, cluster, seed, error
     config: dict[str, Any] | None = None
     metrics: pd.DataFrame | None = None
+
+    @property
+    def searched(self) -> bool:
+        """A finished search, stopped by its budget; a one-shot placer stops by itself
+        (`stopped_by: placer`) and draws a line, not a curve or a timeline."""
+        return self.summary is not None and self.summary.get("stopped_by") != "placer"
 
 
 class RunDirError(ValueError):
@@ -188,7 +195,7 @@ def json_object(path: Path) -> dict[str, Any]:
     try:
         doc = parse_json(read_limited(path))
     except (OSError, ValueError) as e:
-        raise RunDirError(f"unreadable {path.name} ({_one_line(e)})") from None
+        raise RunDirError(f"unreadable {path.name} ({one_line(e)})") from None
     if not isinstance(doc, dict):
         raise RunDirError(f"{path.name} must hold a JSON object, not {type(doc).__name__}")
     return doc
@@ -232,7 +239,7 @@ def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     try:
         frame = parse_csv(read_limited(path))
     except (OSError, ValueError) as e:
-        raise RunDirError(f"unreadable {METRICS} ({_one_line(e)})") from None
+        raise RunDirError(f"unreadable {METRICS} ({one_line(e)})") from None
     needed = ("samples", "wall_s", "best_step_time")
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -255,13 +262,14 @@ def read_config(path: Path) -> dict[str, Any]:
     except YamlRefused as e:  # an alias: eagle-run never writes them
         raise RunDirError(f"{CONFIG}, line {e.line}: {e.message}") from None
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as e:
-        raise RunDirError(f"unreadable {CONFIG} ({_one_line(e)})") from None
+        raise RunDirError(f"unreadable {CONFIG} ({one_line(e)})") from None
     if not isinstance(doc, dict):
         raise RunDirError(f"{CONFIG} must hold a mapping, not {type(doc).__name__}")
     return doc
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (at most 200 characters), for a warning or a list."""
     return " ".join(str(e).split())[:200] or type(e).__name__
 
 
