@@ -34,6 +34,18 @@ critical path (the chain of ops and copies that ends last, read from the simulat
 trace): only a shorter critical path makes the step faster. Improving neighbours that
 were not accepted are tried together with the accepted one in the next batch, so
 independent improvements found in one batch are not lost.
+
+**Restarts.** Where a climb ends is mostly settled in its first thousand samples: on
+GNMT five seeds of one climb from the same start stood at 626-725 ms after 1,000
+samples and ended at 590-632 ms after 20,000, the two highest at 1,000 highest at the
+end (results/README.md, "Restarts"). So the search first makes `climbs` climbs of `climb_samples` samples each
+from the start placement, with their own random moves, and then continues the fastest
+of them to the end of the budget (`climbs: 1` is one plain climb). Given several start
+placements (rows of an array: the learned placers' refinement passes the best so far
+and the warm start's best), the climbs start from each in turn, the fastest first. This
+is the multi-start local search of the combinatorial-optimisation literature (Marti et
+al., "Multi-start methods", 2003), run as a race: the early steps are the cheap, large
+ones.
 """
 
 from __future__ import annotations
@@ -57,8 +69,9 @@ from eagle.errors import PlacerError
 from eagle.placer import Evaluation, Placer, amount, count
 from eagle.problem import Problem
 from simulator import placement_from_json, simulate
+from simulator.cluster import Cluster
 from simulator.files import parse_json, read_limited
-from simulator.graph import IntArray
+from simulator.graph import IntArray, OpGraph
 from simulator.placement import check_placement
 
 # The one-shot placers a search may start from, in the order `start: best` runs them.
@@ -90,6 +103,8 @@ class LocalSearchPlacer(Placer):
         max_units: int = 4,
         max_path: int = 64,
         devices: str = "all",
+        climbs: int = 4,
+        climb_samples: int = 1000,
     ) -> None:
         super().__init__(problem, seed=seed)
         if batch_size < 2:
@@ -98,9 +113,12 @@ class LocalSearchPlacer(Placer):
             raise ValueError("agent.temperature must be >= 0 and agent.cooling in (0, 1]")
         if not 0 <= critical_share <= 1 or max_units < 2 or max_path < 1:
             raise ValueError("agent.critical_share in [0, 1], max_units >= 2, max_path >= 1")
+        if climbs < 1 or climb_samples < 1:
+            raise ValueError("agent.climbs and agent.climb_samples must be at least 1")
         self.batch_size, self.cooling = batch_size, cooling
         self.critical_share, self.max_units, self.max_path = critical_share, max_units, max_path
-        self.temperature = temperature
+        self.temperature = self.start_temperature = temperature
+        self.climbs, self.climb_samples = climbs, climb_samples
         self.candidates = problem.devices(devices)
         self.units, self.num_units = problem.placement_units
         self.starts, self.start_file = start_placers(problem, start, seed)
@@ -112,6 +130,14 @@ class LocalSearchPlacer(Placer):
         self._neighbours = _unit_neighbours(problem)
         self._modules = _module_units(problem, self.units)
         self._proposed: list[dict[int, int]] = []
+        # restarts (module docstring): climbs ended so far (`climbs`: the fastest goes on),
+        # samples into this climb, the placements the climbs start from in turn (fastest
+        # first) and their times, the fastest end
+        self.climb, self.climb_used = 0, 0
+        self.origins: list[IntArray] = []
+        self.origin_times: list[float] = []
+        self.kept: IntArray | None = None
+        self.kept_time = np.inf
 
     # ---- ask and tell ------------------------------------------------------------
 
@@ -120,11 +146,12 @@ class LocalSearchPlacer(Placer):
             return batch
         if self.current is None:
             if self.start_file is not None:  # evaluated once, as the start
-                first: IntArray = self.start_file[None, :]
-                return first
+                return self.start_file
             self.done = True
             self.notes.append("no valid start placement to search from")
             return None
+        if not self.origins:  # the first climb begins here, from the fastest start
+            self.origins, self.origin_times = [self.current.copy()], [self.current_time]
         self._proposed = self._propose()
         assign = np.repeat(self.current[None, :], len(self._proposed), axis=0)
         for row, move in zip(assign, self._proposed, strict=True):
@@ -137,9 +164,16 @@ class LocalSearchPlacer(Placer):
             self.starts[0].tell(placements, evaluation)
             self._consider_start(placements, evaluation)
             return
-        if self.current is None:  # the start file's placement
+        if self.current is None:  # the start file's placements
             self.start_file = None
             self._consider_start(placements, evaluation)
+            times = np.where(evaluation.valid, evaluation.step_time, np.inf)
+            for k in np.argsort(times, kind="stable")[: int(np.isfinite(times).sum())]:
+                assign = np.empty(self.num_units, dtype=np.int64)
+                assign[self.units] = placements[k]
+                if not any(np.array_equal(assign, o) for o in self.origins):
+                    self.origins.append(assign)
+                    self.origin_times.append(float(times[k]))
             return
         times = np.where(evaluation.valid, evaluation.step_time, np.inf)
         best = int(np.argmin(times))
@@ -159,7 +193,34 @@ class LocalSearchPlacer(Placer):
             "search/current_step_time": self.current_time,
             "search/temperature": self.temperature,
             "search/improving": float(len(faster)),  # neighbours faster than the current
+            "search/climb": float(self.climb),  # climbs ended before this one (restarts)
         }
+        self._count_climb(len(placements))
+
+    def _count_climb(self, evaluated: int) -> None:
+        """End the climb when it has had its samples: restart from the origin, or after the
+        last one go on from the fastest end (module docstring, "Restarts")."""
+        if self.climb >= self.climbs:
+            return
+        self.climb_used += evaluated
+        if self.climb_used < self.climb_samples:
+            return
+        assert self.current is not None and self.origins
+        if self.current_time < self.kept_time:
+            self.kept, self.kept_time = self.current.copy(), self.current_time
+        self.climb, self.climb_used = self.climb + 1, 0
+        if self.climb < self.climbs:
+            k = self.climb % len(self.origins)
+            self._restart_from(self.origins[k], self.origin_times[k])
+        elif self.kept_time < self.current_time:  # else the last climb is the fastest
+            assert self.kept is not None
+            self._restart_from(self.kept, self.kept_time)
+
+    def _restart_from(self, assign: IntArray, step_time: float) -> None:
+        self.current, self.current_time = assign.copy(), step_time
+        self.pending = {}
+        self.temperature = self.start_temperature
+        self._find_critical()
 
     def _accept(self, candidate: float) -> bool:
         if candidate == np.inf:
@@ -305,6 +366,12 @@ class LocalSearchPlacer(Placer):
             "current_time": self.current_time,
             "temperature": self.temperature,
             "pending": sorted(self.pending.items()),
+            "climb": self.climb,
+            "climb_used": self.climb_used,
+            "origins": [o.tolist() for o in self.origins],
+            "origin_times": self.origin_times,
+            "kept": None if self.kept is None else self.kept.tolist(),
+            "kept_time": self.kept_time,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -313,21 +380,32 @@ class LocalSearchPlacer(Placer):
         if self.starts:
             self.starts[0].load_state_dict(state["start"])
         graph, cluster = self.problem.graph, self.problem.cluster
-        file, current = state["start_file"], state["current"]
-        self.start_file = None if file is None else check_placement(graph, cluster, file)
-        if current is not None:  # a device per placement unit
-            units = np.asarray(current)
-            if (units.shape != (self.num_units,) or units.dtype.kind not in "iu"
-                    or not np.all((units >= 0) & (units < cluster.num_devices))):  # fmt: skip
-                raise ValueError("its current placement is not a device per placement unit")
-            current = units.astype(np.int64)
-        self.current = current
-        self.current_time = amount(state["current_time"], "current_time", np.inf)
-        # moves are judged against it: a time too low would stall the search
-        if (current is None) != (self.current_time == np.inf) or (
-            current is not None and not self.problem.takes(current[self.units], self.current_time)
+        file = state["start_file"]
+        self.start_file = None if file is None else check_placements(graph, cluster, file)
+        # moves are judged against the current time: a time too low would stall the search
+        self.current, self.current_time = self._timed_units(
+            state["current"], state["current_time"], "current"
+        )
+        self.kept, self.kept_time = self._timed_units(state["kept"], state["kept_time"], "kept")
+        origins, times = state["origins"], state["origin_times"]
+        if (
+            not isinstance(origins, list)
+            or not isinstance(times, list)
+            or len(origins) != len(times)
         ):
-            raise ValueError("its current placement does not take the current_time it records")
+            raise ValueError("its origins and origin_times are not two lists of one length")
+        self.origins, self.origin_times = [], []
+        for origin, time in zip(origins, times, strict=True):
+            units, step_time = self._timed_units(origin, time, "origin")
+            if units is None:
+                raise ValueError("an origin placement is missing")
+            self.origins.append(units)
+            self.origin_times.append(step_time)
+        self.climb = count(state["climb"], "climb")
+        self.climb_used = count(state["climb_used"], "climb_used")
+        if self.climb > self.climbs or (not self.origins and (self.climb or self.climb_used)):
+            raise ValueError(f"climb {self.climb} is beyond agent.climbs={self.climbs}, "
+                             "or it has climbed without a start placement")  # fmt: skip
         started_at = self.temperature  # the configured start; it only cools from there
         self.temperature = amount(state["temperature"], "temperature", 0.0)
         if self.temperature > started_at:
@@ -338,6 +416,24 @@ class LocalSearchPlacer(Placer):
             raise ValueError("a pending move is not of a placement unit to a device")
         if self.current is not None:
             self._find_critical()
+
+    def _timed_units(self, value: Any, time: Any, name: str) -> tuple[IntArray | None, float]:
+        """A checkpoint's placement `name` (a device per placement unit, or None) and the
+        step time it records, checked by simulating it."""
+        cluster = self.problem.cluster
+        step_time = amount(time, f"{name}_time", np.inf)
+        units = None
+        if value is not None:
+            units = np.asarray(value)
+            if (units.shape != (self.num_units,) or units.dtype.kind not in "iu"
+                    or not np.all((units >= 0) & (units < cluster.num_devices))):  # fmt: skip
+                raise ValueError(f"its {name} placement is not a device per placement unit")
+            units = units.astype(np.int64)
+        if (units is None) != (step_time == np.inf) or (
+            units is not None and not self.problem.takes(units[self.units], step_time)
+        ):
+            raise ValueError(f"its {name} placement does not take the {name}_time it records")
+        return units, step_time
 
 
 def starts_left_in(state: Mapping[str, Any], starts: int) -> int:
@@ -352,9 +448,10 @@ def start_placers(
     problem: Problem, start: str | IntArray, seed: int
 ) -> tuple[list[Placer], IntArray | None]:
     """The one-shot placers to run first, or the placement of a file (module docstring)
-    or given as an array (a device per op)."""
+    or given as an array (a device per op, or rows of them: the climbs start from each in
+    turn), as rows."""
     if isinstance(start, np.ndarray):
-        return [], start
+        return [], start.reshape(-1, start.shape[-1])
     if start == "best":
         names = [n for n in STARTS if n != "expert" or problem.is_builtin_suite]
         return [STARTS[n](problem, seed=seed) for n in names], None
@@ -367,7 +464,14 @@ def start_placers(
             "nor a placement file"
         )
     doc = parse_json(read_limited(path))
-    return [], placement_from_json(doc, problem.graph, problem.cluster)
+    return [], placement_from_json(doc, problem.graph, problem.cluster)[None, :]
+
+
+def check_placements(graph: OpGraph, cluster: Cluster, rows: Any) -> IntArray:
+    """A checkpoint's start placements: a list of placements, each checked."""
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("its start_file is not a list of placements")
+    return np.stack([check_placement(graph, cluster, row) for row in rows])
 
 
 def ask_starts(starts: list[Placer]) -> IntArray | None:

@@ -51,7 +51,8 @@ priced by the same search loop, and the best placement of any phase is the resul
 3. Refinement: local search (`eagle.local_search`) from the best placement so far, over
    single ops and runs of the critical path, for the rest of the budget: the
    Placeto-style op-level moves a group placement cannot make. It is fast (hundreds to
-   thousands of placements/s) where the RL's grouping is coarse.
+   thousands of placements/s) where the RL's grouping is coarse. Its defaults include
+   the restarts (four climbs from the RL's best, the fastest goes on).
 The phases' shares are measured in results/README.md ("Our strongest setting").
 """
 
@@ -286,6 +287,7 @@ class PolicyGradientPlacer(Placer):
         self.anchored = warm == "none"
         self.best_time = math.inf  # the fastest valid placement of every phase so far
         self.best_placement: IntArray | None = None
+        self.warm_placement: IntArray | None = None  # the warm start's best, a second origin
         self.seed = seed
         self._anchor_stats: dict[str, float] = {}  # logged with the first RL batch
         self.refiner: LocalSearchPlacer | None = None
@@ -305,8 +307,7 @@ class PolicyGradientPlacer(Placer):
             self._anchor()
         if self._refining():
             if self.refiner is None:
-                assert self.best_placement is not None
-                self.refiner = self._make_refiner(self.best_placement)
+                self.refiner = self._make_refiner()
             batch = self.refiner.ask()
             self.done = batch is None
             return batch
@@ -316,7 +317,14 @@ class PolicyGradientPlacer(Placer):
             self._rollout = self.policy.sample(self.settings.batch_size, self.generator, noise)
         return self._rollout.placements
 
-    def _make_refiner(self, start: IntArray) -> LocalSearchPlacer:
+    def _make_refiner(self) -> LocalSearchPlacer:
+        """Local search whose climbs start in turn from the best placement so far and the
+        warm start's best (results/README.md, "Restarts": on GNMT the RL's best can be a
+        poorer start for local search than the warm start it improved on)."""
+        assert self.best_placement is not None
+        start = self.best_placement
+        if self.warm_placement is not None and not np.array_equal(self.warm_placement, start):
+            start = np.stack([start, self.warm_placement])
         return LocalSearchPlacer(
             self.problem, seed=self.seed, start=start, devices=self.settings.devices
         )
@@ -327,6 +335,7 @@ class PolicyGradientPlacer(Placer):
         if self.best_placement is None:
             self.notes.append("warm start: no valid placement; the RL starts untaught")
             return
+        self.warm_placement = self.best_placement.copy()
         with no_denormals():
             stats = self.policy.anchor(self.best_placement, self.settings.imitation_steps)
         if not stats:
@@ -484,6 +493,7 @@ class PolicyGradientPlacer(Placer):
             "anchored": self.anchored,
             "best_time": self.best_time,
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
+            "warm_placement": None if self.warm_placement is None else self.warm_placement.tolist(),
             "refiner": None if self.refiner is None else self.refiner.state_dict(),
             "elite_steps": self.elite_steps,
             "skipped_steps": self.skipped_steps,
@@ -522,6 +532,10 @@ class PolicyGradientPlacer(Placer):
             and not problem.takes(self.best_placement, self.best_time)
         ):
             raise ValueError("its best placement does not take the best_time it records")
+        warm = state.get("warm_placement")  # absent from checkpoints before the restarts
+        self.warm_placement = (
+            None if warm is None else check_placement(problem.graph, problem.cluster, warm)
+        )
         self.elite_steps = count(state["elite_steps"], "elite_steps")
         self.skipped_steps = count(state.get("skipped_steps", 0), "skipped_steps")
         self.window.clear()
@@ -529,7 +543,7 @@ class PolicyGradientPlacer(Placer):
         if state["refiner"] is not None:
             if self.best_placement is None:
                 raise ValueError("a refinement without a best placement to start from")
-            self.refiner = self._make_refiner(self.best_placement)
+            self.refiner = self._make_refiner()
             self.refiner.load_state_dict(state["refiner"])
 
 

@@ -110,6 +110,11 @@ def test_phases_run_in_order_and_never_lose_the_warm_start(toy):
     assert m["train/imitation_accuracy"].notna().sum() == 1
     warm_best = m["best_step_time"].iloc[first_rl - 1]
     assert result.best_step_time <= warm_best
+    # the refinement's climbs start from the best so far and from the warm start's best
+    assert placer.refiner is not None and placer.warm_placement is not None
+    origins = [o[placer.refiner.units] for o in placer.refiner.origins]
+    assert any(np.array_equal(o, placer.warm_placement) for o in origins)
+    assert placer.refiner.origin_times[-1] == warm_best or len(origins) == 1
     one_shot = []
     for name, cls in STARTS.items():
         if name == "expert":

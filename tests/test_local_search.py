@@ -68,21 +68,77 @@ def test_starts_from_a_placement_file_and_refuses_an_unknown_start(tmp_path):
         LocalSearchPlacer(p, start="nope")
 
 
+def watch_climbs(placer: LocalSearchPlacer, seen: list[tuple[int, float]], climbs: int):
+    """An on_iteration hook noting (climb, current time) after each iteration, and
+    checking that a climb that just ended restarted from its origin (climbs take the
+    origins in turn), or after the last one went on from the fastest end."""
+
+    def watch(state: SearchState) -> None:
+        if not placer.origins:
+            return
+        if seen and placer.climb != seen[-1][0]:  # a climb just ended
+            assert placer.current is not None and placer.kept is not None
+            if placer.climb < climbs:
+                origin = placer.origins[placer.climb % len(placer.origins)]
+                assert np.array_equal(placer.current, origin)
+            else:
+                assert np.array_equal(placer.current, placer.kept)
+        seen.append((placer.climb, placer.current_time))
+
+    return watch
+
+
+def test_restarts_climb_from_the_start_and_go_on_from_the_fastest_end():
+    """Three climbs of 64 samples: each begins at the start placement, and after the
+    third the search goes on from the fastest of the three ends."""
+    p = problem(random_graph(120, seed=4, colocation_fraction=0.1), unit_cluster(3))
+    placer = LocalSearchPlacer(p, seed=3, batch_size=8, climbs=3, climb_samples=64)
+    seen: list[tuple[int, float]] = []
+    search(placer, p, Budget(samples=400), progress=False,
+           on_iteration=watch_climbs(placer, seen, 3))  # fmt: skip
+    assert len(placer.origins) == 1  # the best one-shot placement
+    ends = [[t for c, t in seen if c == k][-1] for k in range(3)]
+    assert placer.kept_time == min(ends) and len(set(ends)) > 1  # they climbed apart
+    assert len([t for c, t in seen if c == 1]) == 64 // 8  # a climb is its samples
+    metrics = run(p, 400, climbs=3, climb_samples=64).metrics
+    assert metrics["search/climb"].max() == 3.0
+    with pytest.raises(ValueError, match=r"climbs and agent\.climb_samples"):
+        LocalSearchPlacer(p, climbs=0)
+
+
+def test_climbs_take_the_given_start_placements_in_turn_fastest_first():
+    """Two start placements (four_chains: 9 s and 14 s, given slowest first): climbs 0
+    and 2 start from the 9 s one, climb 1 from everything on one device."""
+    p = four_chains()
+    split = np.array([0 if i < 8 else 1 for i in range(16)])  # A, B | C, D: 9 s
+    placer = LocalSearchPlacer(
+        p, seed=0, batch_size=4, start=np.stack([np.zeros(16, np.int64), split]),
+        climbs=3, climb_samples=8,
+    )  # fmt: skip
+    seen: list[tuple[int, float]] = []
+    search(placer, p, Budget(samples=60), progress=False,
+           on_iteration=watch_climbs(placer, seen, 3))  # fmt: skip
+    assert placer.origin_times == [9.0, 14.0]
+    assert np.array_equal(placer.origins[0][placer.units], split)
+    assert [c for c, _ in seen[:1]] == [0] and seen[-1][0] == 3
+
+
 def test_resume_equals_uninterrupted(tmp_path):
     p = problem(random_graph(120, seed=4, colocation_fraction=0.1), unit_cluster(3))
-    full = run(p, 400)
+    full = run(p, 400, climbs=3, climb_samples=64)
     checkpoint = tmp_path / "checkpoint.pt"
-    for stop in (2, 9):  # once while the start placers run, once while searching
+    # while the start placers run, in the first climb, in the third, after the climbs
+    for stop in (2, 9, 26, 40):
 
         def interrupt(state: SearchState, stop: int = stop) -> None:
             if state.iteration == stop:
                 raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            placer = LocalSearchPlacer(p, seed=3, batch_size=8)
+            placer = LocalSearchPlacer(p, seed=3, batch_size=8, climbs=3, climb_samples=64)
             search(placer, p, Budget(samples=400), progress=False, checkpoint=checkpoint,
                    checkpoint_every=1, on_iteration=interrupt)  # fmt: skip
-    placer = LocalSearchPlacer(p, seed=3, batch_size=8)
+    placer = LocalSearchPlacer(p, seed=3, batch_size=8, climbs=3, climb_samples=64)
     resumed = search(placer, p, Budget(samples=400), progress=False, checkpoint=checkpoint)
     columns = [c for c in full.metrics.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(full.metrics[columns], resumed.metrics[columns])

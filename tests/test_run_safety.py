@@ -302,11 +302,14 @@ def test_a_checkpoint_whose_remembered_simulations_lie_is_refused(files, tmp_pat
         ("current_time halved", "its current placement does not take the current_time"),
         ("current_time nan", "current_time is not a number >= 0"),
         ("warmer than configured", "temperature 0.5 is above agent.temperature"),
+        ("origin_time halved", "its origin placement does not take the origin_time"),
+        ("climb beyond", "climb 5 is beyond agent.climbs=4"),
     ],
 )
 def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path, change, message):
-    """Moves are judged against the current step time and the temperature: a time too low
-    would stall the search without a word, one too high would let it wander."""
+    """Moves are judged against the current step time and the temperature, and every
+    restart against the start's time: a time too low would stall the search without a
+    word, one too high would let it wander."""
     import torch
 
     out = tmp_path / "run"
@@ -319,6 +322,10 @@ def test_local_searchs_damaged_checkpoint_is_refused(files, tmp_path, change, me
         placer["current_time"] *= 0.5
     elif change == "current_time nan":
         placer["current_time"] = float("nan")
+    elif change == "origin_time halved":  # the time a restart climbs from
+        placer["origin_times"][0] *= 0.5
+    elif change == "climb beyond":
+        placer["climb"] = 5
     else:  # agent.temperature is 0 and only cools
         placer["temperature"] = 0.5
     torch.save(doc, out / "checkpoint.pt")
