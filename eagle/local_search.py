@@ -38,14 +38,14 @@ independent improvements found in one batch are not lost.
 **Restarts.** Where a climb ends is mostly settled in its first thousand samples: on
 GNMT five seeds of one climb from the same start stood at 626-725 ms after 1,000
 samples and ended at 590-632 ms after 20,000, the two highest at 1,000 highest at the
-end (results/README.md, "Restarts"). So the search first makes `climbs` climbs of `climb_samples` samples each
-from the start placement, with their own random moves, and then continues the fastest
-of them to the end of the budget (`climbs: 1` is one plain climb). Given several start
-placements (rows of an array: the learned placers' refinement passes the best so far
-and the warm start's best), the climbs start from each in turn, the fastest first. This
-is the multi-start local search of the combinatorial-optimisation literature (Marti et
-al., "Multi-start methods", 2003), run as a race: the early steps are the cheap, large
-ones.
+end (results/README.md, "Restarts"). So the search first makes `climbs` climbs of
+`climb_samples` samples each from the start placement, with their own random moves,
+and then continues the fastest of them to the end of the budget (`climbs: 1` is one
+plain climb). Given several start placements (rows of an array: the learned placers'
+refinement passes the best so far and the warm start's best), the climbs start from
+each in turn, the fastest first. This is the multi-start local search of the
+combinatorial-optimisation literature (Marti et al., "Multi-start methods", 2003), run
+as a race: the early steps are the cheap, large ones.
 """
 
 from __future__ import annotations
