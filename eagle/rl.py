@@ -51,8 +51,9 @@ priced by the same search loop, and the best placement of any phase is the resul
 3. Refinement: local search (`eagle.local_search`) from the best placement so far, over
    single ops and runs of the critical path, for the rest of the budget: the
    Placeto-style op-level moves a group placement cannot make. It is fast (hundreds to
-   thousands of placements/s) where the RL's grouping is coarse. Its defaults include
-   the restarts (four climbs from the RL's best, the fastest goes on).
+   thousands of placements/s) where the RL's grouping is coarse. Its four climbs start in
+   turn from the best placement so far and the warm start's best, and the fastest goes
+   on (`eagle.local_search`, "Restarts").
 The phases' shares are measured in results/README.md ("Our strongest setting").
 """
 

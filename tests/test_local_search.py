@@ -120,7 +120,7 @@ def test_climbs_take_the_given_start_placements_in_turn_fastest_first():
            on_iteration=watch_climbs(placer, seen, 3))  # fmt: skip
     assert placer.origin_times == [9.0, 14.0]
     assert np.array_equal(placer.origins[0][placer.units], split)
-    assert [c for c, _ in seen[:1]] == [0] and seen[-1][0] == 3
+    assert seen[0][0] == 0 and seen[-1][0] == 3
 
 
 def test_resume_equals_uninterrupted(tmp_path):
