@@ -164,16 +164,16 @@ class LocalSearchPlacer(Placer):
             self.starts[0].tell(placements, evaluation)
             self._consider_start(placements, evaluation)
             return
-        if self.current is None:  # the start file's placements
+        if self.current is None:  # the start file's placements: the climbs' starts
             self.start_file = None
-            self._consider_start(placements, evaluation)
             times = np.where(evaluation.valid, evaluation.step_time, np.inf)
             for k in np.argsort(times, kind="stable")[: int(np.isfinite(times).sum())]:
-                assign = np.empty(self.num_units, dtype=np.int64)
-                assign[self.units] = placements[k]
+                assign = self._as_units(placements[k])
                 if not any(np.array_equal(assign, o) for o in self.origins):
                     self.origins.append(assign)
                     self.origin_times.append(float(times[k]))
+            if self.origins:  # the first climb starts from the fastest
+                self._restart_from(self.origins[0], self.origin_times[0])
             return
         times = np.where(evaluation.valid, evaluation.step_time, np.inf)
         best = int(np.argmin(times))
@@ -237,10 +237,14 @@ class LocalSearchPlacer(Placer):
         times = np.where(evaluation.valid, evaluation.step_time, np.inf)
         k = int(np.argmin(times))
         if times[k] < self.current_time:
-            assign = np.empty(self.num_units, dtype=np.int64)
-            assign[self.units] = placements[k]
-            self.current, self.current_time = assign, float(times[k])
+            self.current, self.current_time = self._as_units(placements[k]), float(times[k])
             self._find_critical()
+
+    def _as_units(self, placement: IntArray) -> IntArray:
+        """A placement (a device per op) as the device of each placement unit."""
+        assign = np.empty(self.num_units, dtype=np.int64)
+        assign[self.units] = placement
+        return assign
 
     # ---- moves -------------------------------------------------------------------
 
@@ -406,9 +410,8 @@ class LocalSearchPlacer(Placer):
         if self.climb > self.climbs or (not self.origins and (self.climb or self.climb_used)):
             raise ValueError(f"climb {self.climb} is beyond agent.climbs={self.climbs}, "
                              "or it has climbed without a start placement")  # fmt: skip
-        started_at = self.temperature  # the configured start; it only cools from there
         self.temperature = amount(state["temperature"], "temperature", 0.0)
-        if self.temperature > started_at:
+        if self.temperature > self.start_temperature:  # it only cools from agent.temperature
             raise ValueError(f"temperature {self.temperature} is above agent.temperature")
         self.pending = {int(u): int(d) for u, d in state["pending"]}
         if not all(0 <= u < self.num_units and 0 <= d < cluster.num_devices
