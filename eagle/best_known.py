@@ -8,13 +8,17 @@ against the best anyone found, not only against the lower bound.
 
 A record is a folder `SUITE__CLUSTER/` (a small variant: `SUITE-small__CLUSTER/`) with
 `placement.json` (the run-dir format, `{op: device}`) and `summary.json` (`suite,
-variant, cluster, step_time, found_by, command, revision, date`). `update` rebuilds a run
+variant, cluster, step_time, fingerprint, found_by, command, revision, date`; the
+`fingerprint` is the problem's content hashes, `Problem.fingerprint`, so a report reads
+against a record only the runs of the very same graph, cluster and prices, not a
+user's `bert.json.gz` or an edited copy of `p100x4.yaml`). `update` rebuilds a run
 dir's problem from its `config.yaml` (`problem_from_config`, so a run dir names no
 code), re-simulates its placement, and replaces the record only if the placement is
 valid and faster than the record, re-simulated too; its `revision` is the one the run
 recorded (the code that found it). `check` fails (exit 1) when a
-record no longer simulates to its stored step time exactly: a cost-model or simulator
-change moved it, and the records are refreshed in the same commit (`update` on their
+record no longer simulates to its stored step time exactly, or its problem no longer has
+the stored fingerprint: a capture, cost-model or simulator change moved it, and the
+records are refreshed in the same commit (`update` on their
 own folders).
 """
 
@@ -54,6 +58,18 @@ class Record:
     cluster: str
     step_time: float
     found_by: str
+    # Problem.fingerprint of the record's problem; None in a record from before records
+    # kept one (then read against every run of its suite and cluster, as before)
+    fingerprint: dict[str, str] | None = None
+
+
+def differs(record: Record, fingerprint: Mapping[str, Any] | None) -> list[str]:
+    """The parts of the problem (`graph`, `cluster`, `cost_model`) whose content differs
+    between the record and a run's summary `fingerprint`; none where either is unknown
+    (a run or a record from before they were kept)."""
+    if record.fingerprint is None or not isinstance(fingerprint, Mapping):
+        return []
+    return [part for part, digest in record.fingerprint.items() if fingerprint.get(part) != digest]
 
 
 def record_name(suite: str, variant: str, cluster: str) -> str:
@@ -69,18 +85,24 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
             step_time = doc["step_time"]
             if not (is_amount(step_time) and step_time > 0):  # also one beyond a float's
                 raise ValueError(f"step_time {short_repr(step_time)} is not a step time")
+            fingerprint = doc.get("fingerprint")
+            if fingerprint is not None and not (
+                isinstance(fingerprint, dict)
+                and all(isinstance(v, str) for v in fingerprint.values())
+            ):
+                raise ValueError(f"fingerprint {short_repr(fingerprint)} is not content hashes")
             out.append(Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
                               str(doc["cluster"]), float(step_time),
-                              str(doc["found_by"])))  # fmt: skip
+                              str(doc["found_by"]), fingerprint))  # fmt: skip
         except (KeyError, TypeError, ValueError) as e:
             raise BestKnownError(f"{summary}: not a best-known summary ({e})") from None
     return out
 
 
-def best_known_times(folder: Path = DEFAULT_DIR) -> dict[tuple[str, str], float]:
-    """(suite, cluster) -> best-known step time, the suite named as reports name it
-    (`gnmt`, `gnmt-small`: `eagle.problem.label`)."""
-    return {(label(r.suite, None, r.variant), r.cluster): r.step_time for r in read_records(folder)}
+def by_instance(folder: Path = DEFAULT_DIR) -> dict[tuple[str, str], Record]:
+    """(suite, cluster) -> its record, the suite named as reports name it (`gnmt`,
+    `gnmt-small`: `eagle.problem.label`)."""
+    return {(label(r.suite, None, r.variant), r.cluster): r for r in read_records(folder)}
 
 
 def record_problem(record: Record) -> Problem:
@@ -105,15 +127,19 @@ def simulate_file(problem: Problem, path: Path) -> tuple[float, bool, str | None
 
 
 def check(folder: Path = DEFAULT_DIR) -> list[str]:
-    """Records whose placement no longer simulates to the stored step time, one line each."""
+    """Records whose placement no longer simulates to the stored step time, or whose
+    problem no longer has the stored fingerprint, one line each."""
     problems = []
     for r in read_records(folder):
-        step_time, valid, reason = simulate_file(record_problem(r), r.path / run_dir.PLACEMENT)
+        problem = record_problem(r)
+        step_time, valid, reason = simulate_file(problem, r.path / run_dir.PLACEMENT)
         if not valid or step_time != r.step_time:
             problems.append(
                 f"{r.path.name}: stored {r.step_time!r} s, simulated {step_time!r} s"
                 + ("" if valid else f" ({reason})")
             )
+        elif moved := differs(r, problem.fingerprint):
+            problems.append(f"{r.path.name}: its problem's {', '.join(moved)} changed content")
     return problems
 
 
@@ -149,7 +175,7 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     )
     run_dir.write_json(target / "summary.json", {
         "suite": problem.suite, "variant": variant, "cluster": cluster, "step_time": step_time,
-        "found_by": found_by, "command": _command(candidate),
+        "fingerprint": problem.fingerprint, "found_by": found_by, "command": _command(candidate),
         "revision": _run_revision(summary), "date": datetime.date.today().isoformat(),
     })  # fmt: skip
     return f"{candidate}: {ms(step_time)} ms, the new record {target}"

@@ -196,12 +196,14 @@ def _spread(times: FloatArray) -> float:
 def table(
     records: list[run_dir.RunRecord],
     labels: dict[Path, str] | None = None,
-    best: dict[tuple[str, str], float] | None = None,
+    best: dict[tuple[str, str], best_known.Record] | None = None,
 ) -> pd.DataFrame:
     """One row per suite x cluster x placer (TABLE_COLUMNS); seconds, not milliseconds.
-    `best`: the best-known step time by (suite, cluster) (`eagle.best_known`), where one
-    is recorded: each cell's ratio to it sits beside its ratio to the lower bound."""
+    `best`: the best-known record by (suite, cluster) (`eagle.best_known.by_instance`),
+    where one is recorded: each cell whose runs are of the record's very problem
+    (`unlike_record`) gets its ratio to it beside its ratio to the lower bound."""
     best = best or {}
+    prints = {str(r.path): (r.summary or {}).get("fingerprint") for r in records}
     runs = runs_frame(records, labels)
     failed = [r.error for r in records if r.error is not None]
     rows = []
@@ -216,6 +218,10 @@ def table(
         times = valid.best_step_time.to_numpy(dtype=float)
         bound = float(mine.lower_bound.iloc[0]) if len(mine) else math.nan
         mean = float(times.mean()) if len(times) else math.nan
+        record = best.get((suite, cluster))
+        paths = [str(p) for p in mine.path]
+        alike = record is not None and not unlike_record(record, [prints[p] for p in paths])
+        known = record.step_time if alike and record is not None else math.nan
         if len(times):
             status = "ok"
         elif len(mine):
@@ -233,8 +239,8 @@ def table(
                 "valid_seeds": len(times),
                 "ratio_to_lower_bound": mean / bound if bound > 0 else math.nan,
                 "lower_bound": bound,
-                "ratio_to_best_known": mean / best.get((suite, cluster), math.nan),
-                "best_known": best.get((suite, cluster), math.nan),
+                "ratio_to_best_known": mean / known,
+                "best_known": known,
                 "cost_model": "/".join(sorted(set(mine.cost_model))) if len(mine) else "",
                 "status": status,
             }
@@ -246,6 +252,39 @@ def table(
     # a suite's lower bound is the same for every placer: fill it in for failed cells too
     bounds = frame.groupby(["suite", "cluster"]).lower_bound.transform("max")
     return frame.assign(lower_bound=bounds).reset_index(drop=True)
+
+
+def unlike_record(record: best_known.Record, fingerprints: list[Any]) -> list[str]:
+    """The parts of the problem (graph, cluster, cost model) in which some of a cell's
+    runs (their summaries' `fingerprint`s) differ from the best-known record's: a user's
+    own `bert.json.gz`, or an edited copy of `p100x4.yaml`, is not the built-in instance
+    its name says, and read against that record its cell would claim a ratio it has not
+    earned."""
+    return sorted({part for fp in fingerprints for part in best_known.differs(record, fp)})
+
+
+def record_warnings(
+    records: list[run_dir.RunRecord], best: dict[tuple[str, str], best_known.Record]
+) -> list[str]:
+    """One warning per suite/cluster/agent whose runs share a best-known record's name
+    but not its problem (`unlike_record`): their cells get no bk ratio."""
+    cells: dict[tuple[str, str, str], list[Any]] = {}
+    for r in records:
+        if (s := r.summary) is not None and (s["suite"], s["cluster"]) in best:
+            cells.setdefault((s["suite"], s["cluster"], s["agent"]), []).append(
+                s.get("fingerprint")
+            )
+    warnings = []
+    for (suite, cluster, agent), fingerprints in cells.items():
+        record = best[(suite, cluster)]
+        if parts := unlike_record(record, fingerprints):
+            warnings.append(
+                f"{suite}/{cluster}/{agent}: its {' and '.join(parts).replace('_', ' ')} "
+                f"differ{'s' if len(parts) == 1 else ''} from the best-known record's "
+                f"({record.path}): no bk ratio (a file named like a built-in is another "
+                "problem)"
+            )
+    return warnings
 
 
 def provenance(sources: dict[str, str] | None) -> str:
@@ -324,7 +363,7 @@ def rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         cells = dict.fromkeys(placers, "—")
         for _, row in group.iterrows():
             cells[row.placer] = _cell(row, best)
-        bound, known = group.lower_bound.iloc[0], group.best_known.iloc[0]
+        bound, known = group.lower_bound.iloc[0], group.best_known.max()  # NaN: none alike
         gains = [speedup(frame, str(suite), str(cluster), s) for s in ("_paper", "")]
         body.append([
             str(suite), str(cluster), ms(bound) if np.isfinite(bound) else "?",
@@ -451,9 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     records, warnings = run_dir.scan(args.dirs)
     labels, split = placer_labels(records)
     records, repeats = drop_repeats(records, labels)
-    for warning in [*warnings, *split, *repeats]:
+    known = best_known.by_instance(args.best_known)
+    for warning in [*warnings, *split, *repeats, *record_warnings(records, known)]:
         print(f"warning: {warning}", file=sys.stderr)
-    known = best_known.best_known_times(args.best_known)
     frame = table(records, labels, known)
     if frame.empty:
         print(f"no finished runs under {', '.join(map(str, args.dirs))}", file=sys.stderr)
@@ -479,7 +518,12 @@ def main(argv: list[str] | None = None) -> int:
         run_dir.write_csv(out / "ablation.csv", switches)
         written.append(out / "ablation.csv")
     if len(runs):
-        written += convergence.plot(runs, out, list(PLACER_ORDER), known)
+        alike = frame.dropna(subset=["best_known"])  # the records some cell is read against
+        lines = {
+            (str(s), str(c)): float(t)
+            for s, c, t in alike[["suite", "cluster", "best_known"]].itertuples(index=False)
+        }
+        written += convergence.plot(runs, out, list(PLACER_ORDER), lines)
     searches = timeline_runs(records, labels, args.timelines)
     if args.timelines != "none":  # a search whose best placement is gone: say why no chart
         for r in records:

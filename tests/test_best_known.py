@@ -40,6 +40,7 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     assert record.path.name == "bert-small__p100x4"
     assert record.step_time == m_etf_summary["best_step_time"]
     assert record.found_by.startswith("m_etf seed 0")
+    assert record.fingerprint == m_etf_summary["fingerprint"]  # reports match runs by it
     revision = json.loads((record.path / "summary.json").read_text())["revision"]
     assert revision == m_etf_summary["revision"] != ""  # the code that found it
     assert "the new record" in capsys.readouterr().out
@@ -54,6 +55,10 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     summary.write_text(json.dumps({**doc, "step_time": doc["step_time"] * 0.9}))
     assert best_known.main(["check", "--dir", str(records)]) == 1
     assert "bert-small__p100x4: stored" in capsys.readouterr().out
+    moved = {**doc["fingerprint"], "graph": "0" * 16}  # the capture changed, not the time
+    summary.write_text(json.dumps({**doc, "fingerprint": moved}))
+    assert best_known.main(["check", "--dir", str(records)]) == 1
+    assert "bert-small__p100x4: its problem's graph changed content" in capsys.readouterr().out
 
     # records are data: what is damaged is named in one line, with the file
     placement = record.path / "placement.json"
@@ -62,6 +67,7 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
         (summary, "[1]", f"{summary}: not a best-known summary"),
         (summary, json.dumps({**doc, "step_time": float("nan")}), "step_time nan is not"),
         (summary, json.dumps({**doc, "step_time": 10**400}), "not a best-known summary"),
+        (summary, json.dumps({**doc, "fingerprint": [1]}), "fingerprint [1] is not content"),
         (placement, good[: len(good) // 2], f"{placement}: "),
         (placement, None, f"{placement}: "),
     ]
@@ -111,7 +117,7 @@ def test_the_committed_paper_table_meets_issue_28_against_the_committed_records(
     record only improves); `eagle` at least as fast as every one-shot placer and within
     1.10x of the current record."""
     table = pd.read_csv(PAPER_TABLE)
-    records = best_known.best_known_times()
+    records = {k: r.step_time for k, r in best_known.by_instance().items()}
     learned = ["eagle", "hierarchical", "eagle_paper", "hierarchical_paper", "local_search"]
     for suite in ("inception_v3", "gnmt", "bert"):
         rows = table[(table.suite == suite) & (table.cluster == "p100x4")].set_index("placer")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle import report, run_dir
+from eagle import best_known, report, run_dir
 
 
 def finished(root: Path, suite: str, agent: str, seed: int, step: float, valid: bool = True,
@@ -83,9 +83,16 @@ def test_markdown_marks_best_failed_and_missing(sweep):
     assert "| failed |" in rows["bert"] and "| — |" in rows["bert"]  # expert failed, no random
 
 
+def record(suite: str, step_time: float, fingerprint: dict[str, str] | None = None):
+    """A best-known record of `suite` on p100x4 (only what a report reads)."""
+    name = f"{suite}__p100x4"
+    return best_known.Record(Path(name), suite, "default", "p100x4", step_time, "t", fingerprint)
+
+
 def test_cells_read_against_the_best_known_placement(sweep):
     records = run_dir.scan([sweep])[0]
-    t = report.table(records, best={("gnmt", "p100x4"): 1.2}).set_index(["suite", "placer"])
+    t = report.table(records, best={("gnmt", "p100x4"): record("gnmt", 1.2)})
+    t = t.set_index(["suite", "placer"])
     assert t.loc[("gnmt", "random")].ratio_to_best_known == pytest.approx(4.0 / 1.2)
     assert t.loc[("gnmt", "heft")].best_known == 1.2
     assert math.isnan(t.loc[("bert", "heft")].ratio_to_best_known)  # no record for bert
@@ -93,6 +100,46 @@ def test_cells_read_against_the_best_known_placement(sweep):
     rows = {line.split(" | ")[0].strip("| "): line for line in lines if "p100x4" in line}
     assert "| 1,200.0 |" in rows["gnmt"] and "**1,500.0 (x1.50, bk x1.25)**" in rows["gnmt"]
     assert rows["bert"].startswith("| bert | p100x4 | 4,000.0 | — |")
+
+
+def test_only_runs_of_the_records_very_problem_are_read_against_it(sweep, capsys, tmp_path_factory):
+    """A user's own `bert.json.gz`, or an edited copy of `p100x4.yaml`, takes the
+    built-in's name in run dirs and reports; read against the built-in's best-known
+    record its cell would claim a ratio (here x0.75) it has not earned. The summaries'
+    fingerprints tell them apart; summaries or records without one (older files) are
+    read by name, as before."""
+    prints = {"graph": "g", "cluster": "c", "cost_model": "m"}
+    edited = prints | {"cluster": "edited"}
+    for run, fingerprint in [
+        ("heft__p100x4__0", prints),
+        *((f"random__p100x4__{seed}", edited) for seed in range(3)),
+    ]:
+        path = sweep / f"gnmt__{run}" / "summary.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"fingerprint": fingerprint}))
+    records = run_dir.scan([sweep])[0]
+    best = {("gnmt", "p100x4"): record("gnmt", 2.0, prints)}
+    t = report.table(records, best=best).set_index(["suite", "placer"])
+    assert t.loc[("gnmt", "heft")].ratio_to_best_known == pytest.approx(0.75)
+    assert math.isnan(t.loc[("gnmt", "random")].ratio_to_best_known)
+    assert math.isnan(t.loc[("gnmt", "random")].best_known)
+    assert t.loc[("gnmt", "metis")].ratio_to_best_known == pytest.approx(1.5)  # no print
+    (warning,) = report.record_warnings(records, best)
+    assert warning.startswith("gnmt/p100x4/random: its cluster differs from the best-known")
+    rows = report.rows(t.reset_index())[1]
+    assert [r[3] for r in rows if r[0] == "gnmt"] == ["2,000.0"]  # the record, shown once
+
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    records_dir = elsewhere / "records"  # eagle-report reads the records' folder
+    (records_dir / "gnmt__p100x4").mkdir(parents=True)
+    (records_dir / "gnmt__p100x4" / "summary.json").write_text(json.dumps(
+        {"suite": "gnmt", "variant": "default", "cluster": "p100x4", "step_time": 2.0,
+         "fingerprint": prints, "found_by": "t"}))  # fmt: skip
+    argv = [str(sweep), "--out", str(elsewhere / "report"), "--timelines", "none"]
+    assert report.main([*argv, "--best-known", str(records_dir)]) == 0
+    assert "warning: gnmt/p100x4/random: its cluster differs" in capsys.readouterr().err
+    written = pd.read_csv(elsewhere / "report" / "report.csv").set_index(["suite", "placer"])
+    assert written.loc[("gnmt", "heft")].ratio_to_best_known == pytest.approx(0.75)
+    assert math.isnan(written.loc[("gnmt", "random")].ratio_to_best_known)
 
 
 def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):
@@ -115,7 +162,7 @@ def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):
         )
     )
     records = run_dir.scan([sweep])[0]
-    best = {("gnmt", "p100x4"): 1.2, ("gnmt-small", "p100x4"): 0.002}
+    best = {("gnmt", "p100x4"): record("gnmt", 1.2), ("gnmt-small", "p100x4"): record("g", 0.002)}
     t = report.table(records, best=best).set_index(["suite", "placer"])
     assert t.loc[("gnmt", "heft")].mean_step_time == 1.5  # not averaged with the small one
     assert t.loc[("gnmt-small", "heft")].ratio_to_best_known == pytest.approx(1.5)
