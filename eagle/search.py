@@ -300,6 +300,8 @@ def load_checkpoint(
             SimulatorError) as e:  # fmt: skip
         said = isinstance(e, ValueError | SimulatorError) and len(str(e)) <= 200
         what = str(e) if said else type(e).__name__
+        if isinstance(e, KeyError) and e.args and len(repr(e.args[0])) <= 60:
+            what = f"no {e.args[0]!r} in it"  # the missing entry, named
         raise RunError(f"{path} is a damaged checkpoint ({what}); {afresh}") from None
     return state
 

@@ -241,6 +241,20 @@ def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path
         run(toy_cfg(files, "budget.samples=16"), out)
 
 
+def test_a_checkpoint_missing_an_entry_is_refused_naming_the_entry(files, tmp_path):
+    """A checkpoint cut short (or written by a placer that kept less) names what it
+    lacks, not only that something was missing."""
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    del doc["loop"]["best_placement"]
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=r"damaged checkpoint \(no 'best_placement' in it\)"):
+        run(toy_cfg(files, "budget.samples=16"), out)
+
+
 def _damaged_memo(memo, change):
     import torch
 
