@@ -188,7 +188,11 @@ def test_unknown_names_list_the_valid_ones(override, listed):
         (["-m", "seed=range(0,1000)"], None),  # one compose: the key is the same for all
     ],
 )  # fmt: skip
-def test_a_bad_name_or_setting_on_the_command_line_is_one_line(args, message):
+def test_a_bad_name_or_setting_on_the_command_line_is_one_line(
+    args, message, tmp_path, monkeypatch
+):
+    # an empty cache dir: the suites a user registered would join the listed options
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
     problem = eagle.app.override_problem(args)
     assert (problem is None) if message is None else (message in problem), problem
 
