@@ -219,9 +219,8 @@ def table(
         bound = float(mine.lower_bound.iloc[0]) if len(mine) else math.nan
         mean = float(times.mean()) if len(times) else math.nan
         record = best.get((suite, cluster))
-        paths = [str(p) for p in mine.path]
-        alike = record is not None and not unlike_record(record, [prints[p] for p in paths])
-        known = record.step_time if alike and record is not None else math.nan
+        alike = record is not None and not unlike_record(record, [prints[p] for p in mine.path])
+        known = record.step_time if record is not None and alike else math.nan
         if len(times):
             status = "ok"
         elif len(mine):
