@@ -4,6 +4,7 @@ against the best anyone found, not only against the lower bound.
 
     eagle-best update RUN_DIR... [--dir results/best_known]   # keep a faster valid one
     eagle-best check [--dir results/best_known]               # re-simulate every record
+    eagle-best refresh [--dir results/best_known]             # re-price them after a change
     eagle-best list [--dir results/best_known]
 
 A record is a folder `SUITE__CLUSTER/` (a small variant: `SUITE-small__CLUSTER/`) with
@@ -17,9 +18,9 @@ code), re-simulates its placement, and replaces the record only if the placement
 valid and faster than the record, re-simulated too; its `revision` is the one the run
 recorded (the code that found it). `check` fails (exit 1) when a
 record no longer simulates to its stored step time exactly, or its problem no longer has
-the stored fingerprint: a capture, cost-model or simulator change moved it, and the
-records are refreshed in the same commit (`update` on their
-own folders).
+the stored fingerprint (or has none): a capture, cost-model or simulator change moved
+it, and the records are refreshed in the same commit (`refresh`: each placement
+re-simulated on its problem as it is now, its step time and fingerprint rewritten).
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from typing import Any
 
 from eagle import run_dir
 from eagle.errors import EagleError
-from eagle.problem import Problem, label, problem_from_config, suite_variant
+from eagle.problem import (
+    FINGERPRINT_PARTS,
+    Problem,
+    is_fingerprint,
+    label,
+    problem_from_config,
+    suite_variant,
+)
 from simulator import SimulatorError, placement_from_json, placement_to_json, simulate
 from simulator.files import parse_json, read_limited
 from simulator.graph import IntArray, is_amount, short_repr
@@ -86,11 +94,11 @@ def read_records(folder: Path = DEFAULT_DIR) -> list[Record]:
             if not (is_amount(step_time) and step_time > 0):  # also one beyond a float's
                 raise ValueError(f"step_time {short_repr(step_time)} is not a step time")
             fingerprint = doc.get("fingerprint")
-            if fingerprint is not None and not (
-                isinstance(fingerprint, dict)
-                and all(isinstance(v, str) for v in fingerprint.values())
-            ):
-                raise ValueError(f"fingerprint {short_repr(fingerprint)} is not content hashes")
+            if fingerprint is not None and not is_fingerprint(fingerprint):
+                raise ValueError(
+                    f"fingerprint {short_repr(fingerprint)} is not content hashes of "
+                    f"{', '.join(FINGERPRINT_PARTS)}"
+                )
             out.append(Record(summary.parent, str(doc["suite"]), str(doc["variant"]),
                               str(doc["cluster"]), float(step_time),
                               str(doc["found_by"]), fingerprint))  # fmt: skip
@@ -138,9 +146,34 @@ def check(folder: Path = DEFAULT_DIR) -> list[str]:
                 f"{r.path.name}: stored {r.step_time!r} s, simulated {step_time!r} s"
                 + ("" if valid else f" ({reason})")
             )
+        elif r.fingerprint is None:
+            problems.append(f"{r.path.name}: no fingerprint (`eagle-best refresh` adds it)")
         elif moved := differs(r, problem.fingerprint):
             problems.append(f"{r.path.name}: its problem's {', '.join(moved)} changed content")
     return problems
+
+
+def refresh(folder: Path = DEFAULT_DIR) -> list[str]:
+    """Re-price every record on its problem as it is now: where its placement is still
+    valid, rewrite its step time and fingerprint (and note the date); one line each. An
+    invalid one is left as it is and named (its placement no longer fits: replace it
+    with `update`)."""
+    lines = []
+    for r in read_records(folder):
+        problem = record_problem(r)
+        step_time, valid, reason = simulate_file(problem, r.path / run_dir.PLACEMENT)
+        if not valid:
+            lines.append(f"{r.path.name}: now invalid ({reason}); record kept as it was")
+            continue
+        if step_time == r.step_time and r.fingerprint == problem.fingerprint:
+            lines.append(f"{r.path.name}: unchanged, {ms(step_time)} ms")
+            continue
+        summary = run_dir.json_object(r.path / "summary.json")
+        summary.update(step_time=step_time, fingerprint=problem.fingerprint,
+                       refreshed=datetime.date.today().isoformat())  # fmt: skip
+        run_dir.write_json(r.path / "summary.json", summary)
+        lines.append(f"{r.path.name}: {ms(r.step_time)} -> {ms(step_time)} ms, refreshed")
+    return lines
 
 
 def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
@@ -225,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("update", help="keep each run dir's placement if valid and faster")
     up.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
     sub.add_parser("check", help="re-simulate every record; exit 1 if one moved")
+    sub.add_parser("refresh", help="re-simulate every record; rewrite its time and fingerprint")
     sub.add_parser("list", help="the records: suite, cluster, step time, found by")
     for s in sub.choices.values():
         s.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the records' folder")
@@ -239,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
             print(f"{len(read_records(args.dir)) - len(moved)} records simulate to their step time")
             return 1 if moved else 0
+        elif args.command == "refresh":
+            for line in refresh(args.dir):
+                print(line)
         else:
             for r in read_records(args.dir):
                 print(f"{r.path.name:<28}{ms(r.step_time):>10} ms  {r.found_by}")

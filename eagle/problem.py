@@ -36,6 +36,21 @@ _LEGACY_TARGETS = {
 _KEYS = {"suite": ("name", "variant", "path"), "cluster": ("name", "path"), "cost_model": ("name",)}
 
 
+# What `Problem.fingerprint` hashes, sorted.
+FINGERPRINT_PARTS = ("cluster", "cost_model", "graph")
+
+
+def is_fingerprint(value: object) -> bool:
+    """Whether `value` has the shape of a `Problem.fingerprint` (a hash string for each
+    of FINGERPRINT_PARTS): how a run summary or best-known record, both data, that
+    claims one is checked before it is compared."""
+    return (
+        isinstance(value, dict)
+        and sorted(value) == list(FINGERPRINT_PARTS)
+        and all(isinstance(v, str) for v in value.values())
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
     """A graph to place on a cluster. `suite` is the suite name, or the graph's own name

@@ -219,7 +219,9 @@ def table(
         bound = float(mine.lower_bound.iloc[0]) if len(mine) else math.nan
         mean = float(times.mean()) if len(times) else math.nan
         record = best.get((suite, cluster))
-        alike = record is not None and not unlike_record(record, [prints[p] for p in mine.path])
+        # a cell with no finished run has no problem to compare: no ratio, no record
+        alike = (record is not None and len(mine) > 0
+                 and not unlike_record(record, [prints[p] for p in mine.path]))  # fmt: skip
         known = record.step_time if record is not None and alike else math.nan
         if len(times):
             status = "ok"
@@ -263,14 +265,19 @@ def unlike_record(record: best_known.Record, fingerprints: list[Any]) -> list[st
 
 
 def record_warnings(
-    records: list[run_dir.RunRecord], best: dict[tuple[str, str], best_known.Record]
+    records: list[run_dir.RunRecord],
+    best: dict[tuple[str, str], best_known.Record],
+    labels: dict[Path, str] | None = None,
 ) -> list[str]:
-    """One warning per suite/cluster/agent whose runs share a best-known record's name
-    but not its problem (`unlike_record`): their cells get no bk ratio."""
+    """One warning per table cell (suite/cluster/placer as `labels` names it, as `table`
+    does) whose runs share a best-known record's name but not its problem
+    (`unlike_record`): those cells get no bk ratio."""
+    if labels is None:
+        labels, _ = placer_labels(records)
     cells: dict[tuple[str, str, str], list[Any]] = {}
     for r in records:
         if (s := r.summary) is not None and (s["suite"], s["cluster"]) in best:
-            cells.setdefault((s["suite"], s["cluster"], s["agent"]), []).append(
+            cells.setdefault((s["suite"], s["cluster"], labels[r.path]), []).append(
                 s.get("fingerprint")
             )
     warnings = []
@@ -489,8 +496,12 @@ def main(argv: list[str] | None = None) -> int:
     records, warnings = run_dir.scan(args.dirs)
     labels, split = placer_labels(records)
     records, repeats = drop_repeats(records, labels)
-    known = best_known.by_instance(args.best_known)
-    for warning in [*warnings, *split, *repeats, *record_warnings(records, known)]:
+    try:
+        known = best_known.by_instance(args.best_known)
+    except best_known.BestKnownError as e:
+        print(f"eagle-report: error: {e}", file=sys.stderr)
+        return 2
+    for warning in [*warnings, *split, *repeats, *record_warnings(records, known, labels)]:
         print(f"warning: {warning}", file=sys.stderr)
     frame = table(records, labels, known)
     if frame.empty:

@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from eagle.errors import ConfigError, RunError
-from eagle.problem import check_plain, label, suite_variant
+from eagle.problem import FINGERPRINT_PARTS, check_plain, is_fingerprint, label, suite_variant
 from simulator.files import (
     NoAliasLoader,
     YamlRefused,
@@ -224,6 +224,12 @@ def _check_summary(summary: dict[str, Any]) -> None:
             )
     if not isinstance(summary["best_valid"], bool):
         raise RunDirError(f"{SUMMARY}: best_valid must be true or false")
+    fingerprint = summary.get("fingerprint")  # None: a run from before summaries kept one
+    if fingerprint is not None and not is_fingerprint(fingerprint):
+        raise RunDirError(
+            f"{SUMMARY}: fingerprint must hold content hashes of {', '.join(FINGERPRINT_PARTS)}, "
+            f"got {short_repr(fingerprint)}"
+        )
     sources = summary.get("cost_model") or {}  # device type -> where its times come from
     if not isinstance(sources, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in sources.items()

@@ -59,6 +59,23 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     summary.write_text(json.dumps({**doc, "fingerprint": moved}))
     assert best_known.main(["check", "--dir", str(records)]) == 1
     assert "bert-small__p100x4: its problem's graph changed content" in capsys.readouterr().out
+    # the fix after such a change: refresh re-prices the record on its problem as it is
+    assert best_known.main(["refresh", "--dir", str(records)]) == 0
+    assert "bert-small__p100x4: " in capsys.readouterr().out
+    refreshed = json.loads(summary.read_text())
+    assert refreshed["fingerprint"] == doc["fingerprint"] and "refreshed" in refreshed
+    assert refreshed["step_time"] == doc["step_time"] and best_known.check(records) == []
+    # a record without a fingerprint is read by name in reports, but check names it
+    summary.write_text(json.dumps({k: v for k, v in doc.items() if k != "fingerprint"}))
+    assert best_known.check(records) == ["bert-small__p100x4: no fingerprint "
+                                         "(`eagle-best refresh` adds it)"]  # fmt: skip
+    assert best_known.refresh(records) == [
+        f"bert-small__p100x4: {ms(doc['step_time'])} -> {ms(doc['step_time'])} ms, refreshed"
+    ]
+    assert best_known.check(records) == []
+    assert best_known.refresh(records) == [
+        f"bert-small__p100x4: unchanged, {ms(doc['step_time'])} ms"
+    ]
 
     # records are data: what is damaged is named in one line, with the file
     placement = record.path / "placement.json"
@@ -68,6 +85,7 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
         (summary, json.dumps({**doc, "step_time": float("nan")}), "step_time nan is not"),
         (summary, json.dumps({**doc, "step_time": 10**400}), "not a best-known summary"),
         (summary, json.dumps({**doc, "fingerprint": [1]}), "fingerprint [1] is not content"),
+        (summary, json.dumps({**doc, "fingerprint": {}}), "fingerprint {} is not content"),
         (placement, good[: len(good) // 2], f"{placement}: "),
         (placement, None, f"{placement}: "),
     ]

@@ -125,6 +125,13 @@ def test_only_runs_of_the_records_very_problem_are_read_against_it(sweep, capsys
     assert t.loc[("gnmt", "metis")].ratio_to_best_known == pytest.approx(1.5)  # no print
     (warning,) = report.record_warnings(records, best)
     assert warning.startswith("gnmt/p100x4/random: its cluster differs from the best-known")
+    # a cell with no finished run has no problem to match: no record, no ratio
+    failed = {"suite": "gnmt", "cluster": "p100x4", "agent": "expert", "error": "E"}
+    with_failed = [*records, run_dir.RunRecord(sweep / "x", None, failed, None, None)]
+    expert = (
+        report.table(with_failed, best=best).set_index(["suite", "placer"]).loc[("gnmt", "expert")]
+    )
+    assert math.isnan(expert.best_known) and math.isnan(expert.ratio_to_best_known)
     rows = report.rows(t.reset_index())[1]
     assert [r[3] for r in rows if r[0] == "gnmt"] == ["2,000.0"]  # the record, shown once
 
@@ -140,6 +147,29 @@ def test_only_runs_of_the_records_very_problem_are_read_against_it(sweep, capsys
     written = pd.read_csv(elsewhere / "report" / "report.csv").set_index(["suite", "placer"])
     assert written.loc[("gnmt", "heft")].ratio_to_best_known == pytest.approx(0.75)
     assert math.isnan(written.loc[("gnmt", "random")].ratio_to_best_known)
+    # a damaged record is data: one line naming it, no traceback
+    (records_dir / "gnmt__p100x4" / "summary.json").write_text('{"suite": "gnmt"}')
+    assert report.main([*argv, "--best-known", str(records_dir)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"eagle-report: error: {records_dir / 'gnmt__p100x4'}")
+
+
+def test_a_warning_names_the_row_that_gets_no_bk_ratio_not_its_agent(sweep):
+    """Seeds of one agent on two problems are two rows (`placer_labels`); only the row
+    whose runs are not of the record's problem is warned about."""
+    prints = {"graph": "g", "cluster": "c", "cost_model": "m"}
+    for seed, fingerprint in enumerate([prints, prints | {"cluster": "edited"}, prints]):
+        path = sweep / f"gnmt__random__p100x4__{seed}" / "summary.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"fingerprint": fingerprint}))
+    records = run_dir.scan([sweep])[0]
+    labels, _ = report.placer_labels(records)
+    best = {("gnmt", "p100x4"): record("gnmt", 2.0, prints)}
+    t = report.table(records, labels, best).set_index("placer")
+    mine, edited = "random [cluster content=c]", "random [cluster content=edited]"
+    assert t.loc[mine].ratio_to_best_known == pytest.approx(2.0)  # seeds 2.0 and 6.0
+    assert math.isnan(t.loc[edited].ratio_to_best_known)
+    (warning,) = report.record_warnings(records, best, labels)
+    assert warning.startswith(f"gnmt/p100x4/{edited}: its cluster differs")
 
 
 def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):

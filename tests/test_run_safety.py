@@ -570,6 +570,9 @@ def test_a_run_with_a_corrupt_file_is_skipped_naming_it(sweep, tmp_path, file, c
         ("best_step_time", float("nan"), "best_step_time must be a finite number >= 0, got nan"),
         ("lower_bound", float("inf"), "lower_bound must be a finite number >= 0, got inf"),
         ("wall_s", 10**400, "wall_s must be a finite number >= 0"),  # beyond a float
+        # else read as a run from before summaries kept one, and given a bk ratio
+        ("fingerprint", "garbage", "fingerprint must hold content hashes of cluster, cost"),
+        ("fingerprint", {"graph": "g"}, "fingerprint must hold content hashes"),
     ],
 )
 def test_a_summary_with_a_bad_value_is_skipped_naming_it(sweep, tmp_path, key, value, warning):
