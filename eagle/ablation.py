@@ -48,6 +48,8 @@ def effects(runs: pd.DataFrame) -> pd.DataFrame:
     `eagle.report.runs_frame`'s rows (placers not named as a variant are ignored). A seed
     counts for a switch when all four of its pairs are there and valid; `low`, `high`:
     the 95% interval (NaN with one seed)."""
+    if runs.empty:  # a sweep whose every run failed
+        return pd.DataFrame(columns=list(EFFECT_COLUMNS))
     parsed = runs.placer.str.extract(VARIANT)
     variants = pd.concat([runs, parsed], axis=1).dropna(subset=["agent"])
     variants = variants[variants.best_valid]

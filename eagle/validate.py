@@ -369,14 +369,17 @@ def pool(args: argparse.Namespace) -> PooledReports:
     left_out = []
     for summary_path in sorted(p for d in args.pool for p in Path(d).glob("*/summary.json")):
         folder = summary_path.parent
-        about = parse_json(read_limited(summary_path))
+        try:
+            about = parse_json(read_limited(summary_path))
+        except (OSError, ValueError) as e:
+            raise ValidateError(f"{summary_path}: unreadable ({e})") from None
         if not isinstance(about, dict):
             raise ValidateError(f"{summary_path} must hold a JSON object")
         if _report_of(about) != (name, variant, cluster.name):
             continue
         report = f"{folder.parent.name}/{folder.name}"
         files = [] if args.as_measured else sorted(folder.glob(RELEVEL_FILE.format("*")))
-        kept = {r.device_type: r for r in map(relevels.load, files)}
+        kept = _kept_relevels(files, cluster)
         try:
             model = CostModel.default(cluster, relevel=kept) if kept else as_measured
         except CostModelError as e:
@@ -407,6 +410,23 @@ def pool(args: argparse.Namespace) -> PooledReports:
     )
 
 
+def _kept_relevels(files: list[Path], cluster: Cluster) -> dict[str, relevels.Relevel]:
+    """A report's re-levels by device type. Each must be of the device type its file is
+    named for, and one the cluster has: else it would be dropped without a word while
+    the report still read "re-levelled"."""
+    kept = {}
+    types = {d.type for d in cluster.devices}
+    for file in files:
+        found = relevels.load(file)
+        if file.name != RELEVEL_FILE.format(found.device_type) or found.device_type not in types:
+            raise ValidateError(
+                f"{file}: a re-level of device type {found.device_type!r}, not of the one its "
+                f"name says or not one of {cluster.name}'s ({', '.join(sorted(types))})"
+            )
+        kept[found.device_type] = found
+    return kept
+
+
 def _measured(folder: Path, graph: OpGraph, cluster: Cluster) -> Times:
     """A report's measured seconds by (label, placement bytes), from its files; a report
     is data (it may come from someone else): what does not fit is refused naming it."""
@@ -423,6 +443,9 @@ def _measured(folder: Path, graph: OpGraph, cluster: Cluster) -> Times:
         raise ValidateError(f"{folder / PLACEMENTS_FILE} must map labels to placements")
     if not {"label", "measured"} <= set(points.columns):
         raise ValidateError(f"{folder / 'points.csv'} lacks the label or measured column")
+    twice = points.label[points.label.duplicated()]
+    if len(twice):  # else the later row would silently stand for both
+        raise ValidateError(f"{folder / 'points.csv'}: placement {twice.iloc[0]!r} is listed twice")
     measured = pd.to_numeric(points.set_index("label").measured, errors="coerce")
     missing = [str(label) for label in measured.index if label not in placements]
     if missing:

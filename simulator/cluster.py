@@ -89,9 +89,12 @@ def _float_or_int(loader: _Loader, node: yaml.ScalarNode) -> float | int:
 
 def _int(loader: _Loader, node: yaml.ScalarNode) -> int:
     try:
-        return loader.construct_yaml_int(node)
+        value: int = loader.construct_yaml_int(node)
     except ValueError:
         raise _too_long(node) from None
+    if value.bit_length() > 1024:  # hex, octal and binary have no digit limit in Python
+        raise _too_long(node)
+    return value
 
 
 _Loader.add_constructor("tag:yaml.org,2002:float", _float_or_int)
@@ -428,7 +431,8 @@ def _parse_devices(raw: Any) -> tuple[Device, ...]:
             waiting = _fraction(
                 waiting, name, "contention_waiting", _PER_MATE % "waiting for an input"
             )
-        host = _name(d.get("host") or "", f"device {name!r}: 'host'")
+        # `host: 0` is host "0" (as `name: 0` is), not "no host": contention rides on it
+        host = "" if d.get("host") is None else _name(d["host"], f"device {name!r}: 'host'")
         dev_type = _name(d["type"], f"device {name!r}: 'type'")
         wake_cost, wake_after = _wake(d, name)
         split, below = _split(d, name)
@@ -490,7 +494,10 @@ def _parse_links(raw: Any, index: Mapping[str, int]) -> Links:
         lat, bw, sender, read_lat, read_bw = parse(raw["default"], "links.default")
         latency[:], bandwidth[:], by_sender[:] = lat, bw, sender
         read_latency[:], read_bandwidth[:] = read_lat, read_bw
-    for k, pair in enumerate(raw.get("pairs") or []):
+    pairs = raw.get("pairs")
+    if pairs is not None and not isinstance(pairs, list):
+        raise ClusterError(f"links.pairs must be a list of links, got {short_repr(pairs)}")
+    for k, pair in enumerate(pairs or []):
         if not isinstance(pair, Mapping) or not {"src", "dst"} <= pair.keys():
             raise ClusterError(f"links.pairs[{k}] must have 'src' and 'dst' device names")
         link = f"link {short_repr(pair['src'])} -> {short_repr(pair['dst'])}"

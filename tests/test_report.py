@@ -226,6 +226,8 @@ def test_a_sweep_where_every_run_failed_is_tabulated(tmp_path):
          "error": "PlacerError: nope"}))  # fmt: skip
     t = report.table(run_dir.scan([tmp_path])[0])
     assert t.status.tolist() == ["failed: PlacerError: nope"]
+    assert report.main([str(tmp_path), "--timelines", "none"]) == 0  # and written
+    assert "| gnmt | p100x4 | ? | — | failed |" in (tmp_path / "report.md").read_text()
 
 
 def test_cost_model_provenance_in_one_word():

@@ -203,7 +203,30 @@ def test_small_validation_writes_points_plot_and_summary(
                                             "--as-measured"]))  # fmt: skip
     assert [r.relevelled for r in as_measured.reports] == [False, False]
     assert as_measured.pooled.miss == pytest.approx(pooled.miss)  # as the two copies were
+    # a re-level of a type its file is not named for, or cpu2 lacks, would be dropped
+    # while the report still read "re-levelled": refused, naming the file
     (history / "b" / "relevel-cpu-worker.json").unlink()
+    relevels.Relevel(**{**there.__dict__, "device_type": "p100"}).save(
+        history / "b" / "relevel-cpu-worker.json"
+    )
+    assert main(["--suite", "bert", "--pool", str(history)]) == 2
+    assert "relevel-cpu-worker.json: a re-level of device type 'p100', not" in (
+        capsys.readouterr().err
+    )
+    (history / "b" / "relevel-cpu-worker.json").unlink()
+    # a placement listed twice: the later row would silently stand for both
+    rows = (history / "b" / "points.csv").read_text().splitlines()
+    (history / "b" / "points.csv").write_text("\n".join([*rows, rows[1]]) + "\n")
+    assert main(["--suite", "bert", "--pool", str(history)]) == 2
+    assert f"points.csv: placement {rows[1].split(',')[0]!r} is listed twice" in (
+        capsys.readouterr().err
+    )
+    (history / "b" / "points.csv").write_text("\n".join(rows) + "\n")
+    about = (history / "b" / "summary.json").read_text()
+    (history / "b" / "summary.json").write_text('{"suite": ')
+    assert main(["--suite", "bert", "--pool", str(history)]) == 2
+    assert f"{history / 'b' / 'summary.json'}: unreadable" in capsys.readouterr().err
+    (history / "b" / "summary.json").write_text(about)
     edited = pd.read_csv(history / "b" / "points.csv").replace({"label": {"heft": "mine"}})
     edited.to_csv(history / "b" / "points.csv", index=False)  # a hand-edited report
     assert main(["--suite", "bert", "--pool", str(history)]) == 2
