@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -171,6 +172,9 @@ def _read_run(path: Path) -> RunRecord:
     if (path / ERROR).exists():
         error = _read_json_object(path / ERROR, ERROR_KEYS)
         error["error"] = str(error["error"])
+        for key in ("suite", "agent", "cluster"):  # a report groups failed runs by them
+            if not isinstance(error[key], str):
+                raise RunDirError(f"{ERROR}: {key} must be a string, got {short_repr(error[key])}")
         try:  # a failed run's config names its variant when its error.json is older
             config = read_config(path / CONFIG) if (path / CONFIG).exists() else {}
         except (ConfigError, RunDirError):
@@ -224,6 +228,12 @@ def _check_summary(summary: dict[str, Any]) -> None:
             )
     if not isinstance(summary["best_valid"], bool):
         raise RunDirError(f"{SUMMARY}: best_valid must be true or false")
+    if summary["best_valid"] and summary["best_step_time"] < summary["lower_bound"] * (1 - 1e-9):
+        raise RunDirError(  # the bound is a bound: no valid placement is faster
+            f"{SUMMARY}: best_step_time {short_repr(summary['best_step_time'])} s is below "
+            f"the run's lower bound {short_repr(summary['lower_bound'])} s, which no "
+            "placement beats: edited, or not this run's"
+        )
     fingerprint = summary.get("fingerprint")  # None: a run from before summaries kept one
     if fingerprint is not None and not is_fingerprint(fingerprint):
         raise RunDirError(
@@ -258,6 +268,12 @@ def _read_metrics(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
         )
     if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in needed):
         raise RunDirError(f"{METRICS} has non-numeric values in {', '.join(needed)}")
+    counts = frame[["samples", "wall_s"]].to_numpy(dtype=float)
+    best = frame.best_step_time.to_numpy(dtype=float)  # NaN until a valid placement
+    if not (np.isfinite(counts).all() and (counts >= 0).all()):
+        raise RunDirError(f"{METRICS}: samples and wall_s must be finite numbers >= 0")
+    if not ((best > 0) & np.isfinite(best) | np.isnan(best)).all():
+        raise RunDirError(f"{METRICS}: best_step_time must be a time > 0 (or empty)")
     return frame
 
 

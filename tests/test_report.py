@@ -176,11 +176,11 @@ def test_a_small_variant_gets_its_own_rows_and_best_known_record(sweep):
     """A small variant is another graph: averaged with the default's runs or read
     against its best-known placement, its cells would say 'bk x0.01'. Run dirs from
     before summaries held the variant say it in their config."""
-    finished(sweep, "gnmt", "heft", 5, 0.003)
+    finished(sweep, "gnmt", "heft", 5, 0.003, bound=0.001)
     summary = json.loads((sweep / "gnmt__heft__p100x4__5" / "summary.json").read_text())
     (sweep / "gnmt__heft__p100x4__5" / "summary.json").write_text(
         json.dumps(summary | {"variant": "small"}))  # fmt: skip
-    finished(sweep, "gnmt", "random", 5, 0.006)  # an older run dir: the config says
+    finished(sweep, "gnmt", "random", 5, 0.006, bound=0.001)  # an older run: its config says
     (sweep / "gnmt__random__p100x4__5" / "config.yaml").write_text(
         "seed: 5\nsuite:\n  name: gnmt\n  variant: small\n  path: null\n")  # fmt: skip
     failed = sweep / "gnmt__expert__p100x4__5"  # an older failed run: its config says too

@@ -550,6 +550,11 @@ def toy_cfg_for(root: Path):
          "unreadable metrics.csv (a row has more fields than the header)"),  # shifted columns
         ("metrics.csv", "iteration,samples,wall_s,best_step_time\n1,4,0.1,3\n2,8,0.1,3\n"
          "3,12,0.1,3\n4,16,0.1,3.0e", "non-numeric values"),
+        # values a plot or the search cost cannot use (a NaN axis, no first sample within 2%)
+        ("metrics.csv", "iteration,samples,wall_s,best_step_time\n1,4,nan,3\n2,8,0.1,3\n"
+         "3,12,0.1,3\n4,16,0.1,3", "samples and wall_s must be finite numbers >= 0"),
+        ("metrics.csv", "iteration,samples,wall_s,best_step_time\n1,4,0.1,-3\n2,8,0.1,3\n"
+         "3,12,0.1,3\n4,16,0.1,3", "best_step_time must be a time > 0 (or empty)"),
     ],
 )  # fmt: skip
 def test_a_run_with_a_corrupt_file_is_skipped_naming_it(sweep, tmp_path, file, content, warning):
@@ -573,6 +578,8 @@ def test_a_run_with_a_corrupt_file_is_skipped_naming_it(sweep, tmp_path, file, c
         # else read as a run from before summaries kept one, and given a bk ratio
         ("fingerprint", "garbage", "fingerprint must hold content hashes of cluster, cost"),
         ("fingerprint", {"graph": "g"}, "fingerprint must hold content hashes"),
+        # faster than the bound no placement beats: edited, or another problem's
+        ("best_step_time", 1e-9, "best_step_time 1e-09 s is below the run's lower bound"),
     ],
 )
 def test_a_summary_with_a_bad_value_is_skipped_naming_it(sweep, tmp_path, key, value, warning):
@@ -581,6 +588,16 @@ def test_a_summary_with_a_bad_value_is_skipped_naming_it(sweep, tmp_path, key, v
     (bad / "summary.json").write_text(json.dumps(summary | {key: value}))
     _, warnings = run_dir.scan([sweep])
     assert any(w.startswith(f"{bad}: ") and warning in w for w in warnings), warnings
+    assert report.main([str(sweep), "--out", str(tmp_path / "out")]) == 0
+
+
+def test_a_failed_run_s_error_with_a_list_for_a_name_is_skipped_naming_it(sweep, tmp_path):
+    bad = sweep / "failed"
+    bad.mkdir()  # a report groups failed runs by these names: a list is unhashable
+    (bad / "error.json").write_text(json.dumps(
+        {"suite": "toy", "agent": ["a"], "cluster": "unit3", "seed": 0, "error": "E"}))  # fmt: skip
+    _, warnings = run_dir.scan([sweep])
+    assert f"{bad}: error.json: agent must be a string, got ['a']; skipped" in warnings
     assert report.main([str(sweep), "--out", str(tmp_path / "out")]) == 0
 
 
