@@ -179,7 +179,13 @@ def refresh(folder: Path = DEFAULT_DIR) -> list[str]:
 def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     """Replace the record of the run dir `candidate`'s suite and cluster if the run's
     placement is valid and faster; one line saying what happened."""
-    config = run_dir.read_config(candidate / run_dir.CONFIG)
+    try:  # a run dir is data: each file checked as a report checks it
+        run = run_dir.read_run(candidate)
+    except run_dir.RunDirError as e:
+        raise BestKnownError(f"{candidate}: {e}") from None
+    if run.summary is None or run.config is None:
+        raise BestKnownError(f"{candidate}: not a finished run (no {run_dir.SUMMARY})")
+    config, summary = run.config, run.summary
     problem = problem_from_config(config)
     suite = config["suite"]
     if suite.get("path"):
@@ -200,7 +206,6 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
         if old_valid and old_time <= step_time:
             return f"{candidate}: {ms(step_time)} ms, not faster than the record's " \
                 f"{ms(old_time)} ms ({record_by}); record kept"  # fmt: skip
-    summary = run_dir.json_object(candidate / run_dir.SUMMARY)
     found_by = _found_by(summary, config, problem)  # before the record it started from goes
     target.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(
@@ -217,7 +222,8 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
 def _found_by(summary: Mapping[str, Any], config: Mapping[str, Any], problem: Problem) -> str:
     """Agent, seed, samples and time, and the placement file a search started from (with
     its step time, while it is still there to simulate), from the run's summary."""
-    start = Path(str((config.get("agent") or {}).get("start")))
+    agent = config.get("agent")
+    start = Path(str(agent.get("start") if isinstance(agent, Mapping) else None))
     started = ""
     if start.suffix == ".json" and start.is_file():
         start_time = simulate_file(problem, start)[0]

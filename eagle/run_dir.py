@@ -139,7 +139,7 @@ def scan(roots: list[Path]) -> tuple[list[RunRecord], list[str]]:
     records, warnings = [], []
     for path in sorted(found):
         try:
-            record = _read_run(path)
+            record = read_run(path)
         except RunDirError as e:
             warnings.append(f"{path}: {e}; skipped")
             records.append(RunRecord(path=path, summary=None, error=None))
@@ -152,7 +152,7 @@ def scan(roots: list[Path]) -> tuple[list[RunRecord], list[str]]:
     return records, warnings
 
 
-def _read_run(path: Path) -> RunRecord:
+def read_run(path: Path) -> RunRecord:
     """One run dir's files, checked (RunDirError naming the first bad one)."""
     if (path / SUMMARY).exists():
         summary = _read_json_object(path / SUMMARY, SUMMARY_KEYS)

@@ -106,6 +106,21 @@ def test_update_refuses_what_it_cannot_read(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("eagle-best: error: ")
 
 
+def test_update_reads_a_run_dir_as_data(cached_small_suites, tmp_path, capsys):
+    """A candidate run dir is checked as a report checks it: one line naming it."""
+    out, _ = small_run(tmp_path, "single")
+    summary = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**summary, "wall_s": [1]}))
+    assert best_known.main(["update", str(out), "--dir", str(tmp_path / "bk")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"eagle-best: error: {out}: summary.json: wall_s must be a finite")
+    (out / "summary.json").write_text(json.dumps(summary))
+    config = (out / "config.yaml").read_text()
+    (out / "config.yaml").write_text(config.replace("agent:", "agent: [1]\nold_agent:", 1))
+    assert best_known.main(["update", str(out), "--dir", str(tmp_path / "bk")]) == 0
+    assert "the new record" in capsys.readouterr().out  # its agent section is not read
+
+
 def test_update_refuses_a_run_on_a_cluster_file(cached_small_suites, tmp_path, capsys):
     """`check` re-prices a record by its cluster's name: a file's run (priced by the file
     as it is now, maybe edited since) would be a record that `check` cannot read."""
