@@ -58,7 +58,10 @@ class Placer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.notes = [str(note) for note in state["notes"]]
+        notes = state["notes"]
+        if not isinstance(notes, list):  # else a string would become its letters
+            raise ValueError("notes are not a list")
+        self.notes = [str(note) for note in notes]
         self.done = bool(state["done"])
 
 

@@ -42,7 +42,7 @@ from eagle.problem import Problem
 from simulator import simulate_batch
 from simulator.errors import SimulatorError
 from simulator.files import write_atomic
-from simulator.graph import IntArray, is_amount
+from simulator.graph import IntArray, is_amount, short_repr
 from simulator.placement import check_placement
 from simulator.result import ms
 
@@ -281,11 +281,14 @@ def load_checkpoint(
         ) from None
     if not isinstance(doc, dict) or not {"meta", "loop", "placer", "evaluator"} <= doc.keys():
         raise RunError(f"{path} is not an eagle-run checkpoint; {afresh}")
-    if doc.get("format") != CHECKPOINT_FORMAT:
+    written = doc.get("format", 1)
+    if type(written) is not int or written != CHECKPOINT_FORMAT:  # not a tensor's `!=`
         raise RunError(
             f"{path} was written by another version of eagle-run (checkpoint format "
-            f"{doc.get('format', 1)}, this one reads {CHECKPOINT_FORMAT}); {afresh}"
+            f"{short_repr(written)}, this one reads {CHECKPOINT_FORMAT}); {afresh}"
         )
+    if not _plain_meta(doc["meta"]):
+        raise RunError(f"{path} is not an eagle-run checkpoint (its meta); {afresh}")
     if doc["meta"] != meta:
         differ = sorted(k for k in {**meta, **doc["meta"]} if meta.get(k) != doc["meta"].get(k))
         raise RunError(
@@ -297,13 +300,22 @@ def load_checkpoint(
         placer.load_state_dict(doc["placer"])
         evaluator.load_state_dict(doc["evaluator"])
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError,
-            SimulatorError) as e:  # fmt: skip
+            OverflowError, SimulatorError) as e:  # fmt: skip
         said = isinstance(e, ValueError | SimulatorError) and len(str(e)) <= 200
         what = str(e) if said else type(e).__name__
         if isinstance(e, KeyError) and e.args and len(repr(e.args[0])) <= 60:
             what = f"no {e.args[0]!r} in it"  # the missing entry, named
         raise RunError(f"{path} is a damaged checkpoint ({what}); {afresh}") from None
     return state
+
+
+def _plain_meta(meta: Any) -> bool:
+    """Whether a checkpoint's `meta` is what `eagle-run` writes (names, numbers and
+    hashes by key), so comparing it is plain: a tensor there would compare elementwise."""
+    return isinstance(meta, dict) and all(
+        isinstance(k, str) and isinstance(v, str | int | float | bool | None)
+        for k, v in meta.items()
+    )
 
 
 def _loop_state(loop: Any, problem: Problem) -> SearchState:
@@ -327,6 +339,11 @@ def _loop_state(loop: Any, problem: Problem) -> SearchState:
         for row in state.rows
     ):
         raise ValueError("rows are not the metrics' rows")
+    last = state.rows[-1] if state.rows else {"iteration": 0, "samples": 0}
+    if len(state.rows) != state.iteration or (last["iteration"], last["samples"]) != (
+        state.iteration, state.samples,
+    ):  # fmt: skip
+        raise ValueError("its counts disagree with its metrics' rows")
     if best is None:  # only before the first batch: every batch offers a best
         if state.samples or state.best_step_time != math.inf or state.best_valid:
             raise ValueError("samples or a best step time without a best placement")

@@ -174,6 +174,25 @@ def test_a_checkpoint_of_another_format_is_refused(files, tmp_path):
         run(toy_cfg(files, "budget.samples=16"), out)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [("format", [3, 3], r"another version of eagle-run \(checkpoint format tensor\(\[3, 3\]\)"),
+     ("meta", [1], r"is not an eagle-run checkpoint \(its meta\)"),
+     ("meta", {"seed": [0, 1]}, r"is not an eagle-run checkpoint \(its meta\)")],
+)  # fmt: skip
+def test_a_checkpoint_whose_header_is_not_plain_is_refused(files, tmp_path, key, value, message):
+    """Tensors there once compared elementwise and ended in a traceback."""
+    import torch
+
+    out = tmp_path / "run"
+    run(toy_cfg(files, "budget.samples=8"), out)
+    doc = torch.load(out / "checkpoint.pt", weights_only=True)
+    doc[key] = torch.tensor(value) if key == "format" else value
+    torch.save(doc, out / "checkpoint.pt")
+    with pytest.raises(RunError, match=message):
+        run(toy_cfg(files, "budget.samples=16"), out)
+
+
 # a small learned placer, RL alone: its checkpoint holds a policy and an optimizer
 LEARNED = [
     "agent=hierarchical", "agent.hidden=16", "agent.num_groups=4",
@@ -216,6 +235,12 @@ def _damaged(doc, change):
         loop["best_step_time"] = float("nan")
     elif change == "step time better than its placement's":
         loop["best_step_time"] *= 0.5
+    elif change == "samples beyond its rows":  # the summary would report 1e30 placements
+        loop["samples"] = 10**30
+    elif change == "notes a string":  # else read as a list of its letters
+        doc["placer"]["notes"] = "abc"
+    elif change == "generator state beyond 128 bits":
+        doc["placer"]["rng"]["state"]["state"] = 2**200
     elif change == "no best placement":  # the placer is done: it would propose none
         loop["best_placement"] = None
         loop["best_step_time"], loop["best_valid"] = float("inf"), False
@@ -225,6 +250,7 @@ def _damaged(doc, change):
     "change",
     ["samples", "wall_s", "rows", "short placement", "device out of range", "negative device",
      "step time a string", "step time nan", "step time better than its placement's",
+     "samples beyond its rows", "notes a string", "generator state beyond 128 bits",
      "no best placement"],
 )  # fmt: skip
 def test_a_checkpoint_with_damaged_contents_is_refused_naming_it(files, tmp_path, change):
