@@ -92,8 +92,10 @@ def _int(loader: _Loader, node: yaml.ScalarNode) -> int:
         value: int = loader.construct_yaml_int(node)
     except ValueError:
         raise _too_long(node) from None
-    if value.bit_length() > 1024:  # hex, octal and binary have no digit limit in Python
-        raise _too_long(node)
+    try:  # hex, octal and binary are read without a digit limit, but not printed so
+        str(value)
+    except ValueError:
+        raise _too_long(node) from None
     return value
 
 

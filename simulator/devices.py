@@ -8,13 +8,13 @@ single-measurement) values, labelled by `source`, until `eagle-profile` calibrat
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.errors import ClusterError
+from simulator.graph import is_amount, short_repr
 
 OP_CLASSES: tuple[str, ...] = ("matmul", "conv", "attention", "other")
 
@@ -57,11 +57,24 @@ class Roofline:
     source: str = "unspecified"
 
     def __post_init__(self) -> None:
+        # the numbers may come from a file (a cluster's device_types, a profile's fit):
+        # anything but a number a float holds is named, not a TypeError or OverflowError
+        numbers = {"peak_flops": self.peak_flops, "mem_bandwidth": self.mem_bandwidth,
+                   "launch_overhead": self.launch_overhead,
+                   "mem_efficiency": self.mem_efficiency}  # fmt: skip
+        if not isinstance(self.efficiency, Mapping):
+            raise ClusterError(f"roofline efficiency must map {list(OP_CLASSES)} to numbers")
+        numbers.update({f"efficiency[{k!r}]": v for k, v in self.efficiency.items()})
+        for key, value in numbers.items():
+            if not is_amount(abs(value) if isinstance(value, int | float) else value):
+                raise ClusterError(
+                    f"roofline {key} must be a finite number, got {short_repr(value)}"
+                )
         for key in ("peak_flops", "mem_bandwidth"):
             value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
+            if not value > 0:
                 raise ClusterError(f"roofline {key} must be a positive number, got {value!r}")
-        if not (math.isfinite(self.launch_overhead) and self.launch_overhead >= 0):
+        if not self.launch_overhead >= 0:
             raise ClusterError(f"roofline launch_overhead must be >= 0, got {self.launch_overhead}")
         for cls in OP_CLASSES:
             eff = self.efficiency.get(cls)

@@ -100,6 +100,8 @@ class Profile:
                 "re-measure it with eagle-profile"
             )
         _check_parts(doc, path)
+        if not isinstance(doc.get("complete", False), bool):  # else "no" would read as yes
+            raise CostModelError(f"profile {path}: complete must be true or false")
         profile = cls(
             device_type=device_type,
             meta=dict(doc.get("meta", {})),

@@ -92,6 +92,11 @@ def test_profile_file_round_trip_and_refusals(tmp_path):
     with pytest.raises(CostModelError, match=r"incomplete.*rerun the eagle-profile"):
         Profile.load(path)
     assert Profile.load(path, allow_incomplete=True).measured() == {"s": 1.0}
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    path.write_bytes(gzip.compress(json.dumps({**doc, "complete": "no"}).encode()))
+    with pytest.raises(CostModelError, match=r"complete must be true or false"):
+        Profile.load(path)  # "no" is not a yes
+    profile.save(path)
     with gzip.open(path, "wt") as f:
         json.dump({"format": "eagle-profile/0"}, f)
     with pytest.raises(CostModelError, match=r"not a eagle-profile/1 profile.*eagle-profile/0"):
@@ -319,7 +324,10 @@ def test_a_profile_whose_roofline_is_not_one_is_refused_naming_it(tmp_path):
     """The fit's roofline is priced from: a damaged one is named, with the fix (a missing
     one was a KeyError, an unknown key a TypeError)."""
     doc = json.loads(gzip.decompress((PROFILE_DIR / "cpu-worker.json.gz").read_bytes()))
-    for i, roofline in enumerate(({}, {**doc["fit"]["roofline"], "speed": 1}, {"peak_flops": 1})):
+    good = doc["fit"]["roofline"]
+    damaged = ({}, {**good, "speed": 1}, {"peak_flops": 1}, {**good, "efficiency": "abc"},
+               {**good, "peak_flops": 10**400}, {**good, "mem_bandwidth": "fast"})  # fmt: skip
+    for i, roofline in enumerate(damaged):
         path = tmp_path / f"cpu-worker-{i}.json"  # one file each: profiles are cached by path
         path.write_text(json.dumps({**doc, "fit": {**doc["fit"], "roofline": roofline}}))
         with pytest.raises(CostModelError, match=rf"profile {path}: fit.roofline is not a "
