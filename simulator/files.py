@@ -89,10 +89,20 @@ def parse_json(data: bytes) -> Any:
     RecursionError, which would end a command with a traceback) or an integer too long
     for Python to convert (a ValueError whose advice to raise the interpreter's limit
     is wrong here: no number of the project's formats needs more than a float's 309
-    digits). Both are refused with a message that says where and what to fix.
+    digits). Both are refused with a message that says where and what to fix. So are
+    two kinds of JSON that parse but mislead: a key given twice in one object (the last
+    would win silently) and a lone surrogate escape (a name no file or terminal can
+    print: a traceback later, far from the file).
     """
     try:
-        return json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"), object_pairs_hook=_once_each)
+        if _SURROGATE.search(data):  # rare: only then is the whole document checked
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        return doc
+    except UnicodeEncodeError:
+        raise ValueError(
+            "a \\u escape stands for half of a character (a lone surrogate), not text"
+        ) from None
     except RecursionError:
         raise ValueError(
             "JSON nested too deeply to read (over ~1000 levels; the project's formats "
@@ -102,6 +112,23 @@ def parse_json(data: bytes) -> Any:
         if type(e) is not ValueError:  # JSONDecodeError, UnicodeDecodeError: say as is
             raise
         raise ValueError(_long_integer(data, e)) from None
+
+
+# A \\u escape of a UTF-16 surrogate (half of a character when not paired).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class _KeyTwiceError(ValueError):
+    """Its own kind, so that `parse_json` passes its message on as it is."""
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (json keeps the last without a word)."""
+    doc = dict(pairs)
+    if len(doc) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise _KeyTwiceError(f"key {twice!r} is given twice in one object; keep one")
+    return doc
 
 
 def parse_csv(data: bytes) -> pd.DataFrame:
@@ -158,6 +185,20 @@ class NoAliasLoader(yaml.SafeLoader):
                 event.start_mark,
             )
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refusing a key written twice: YAML keeps the last silently, so
+        `{memory: 16e9, memory: 1}` would read as 1 byte."""
+        seen = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if (key_node.tag, key_node.value) in seen:
+                    raise YamlRefused(
+                        f"key {key_node.value!r} is given twice in one mapping; keep one",
+                        key_node.start_mark,
+                    )
+                seen.add((key_node.tag, key_node.value))
+        return super().construct_mapping(node, deep)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

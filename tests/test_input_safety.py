@@ -117,6 +117,28 @@ def test_deeply_nested_json_names_the_file(tmp_path):
     _graph_error(path, str(path), "nested too deeply")
 
 
+def test_json_that_parses_but_misleads_names_the_file(tmp_path):
+    """A key given twice (json keeps the last silently) and a lone surrogate escape (an
+    op name no terminal prints: a UnicodeEncodeError when a command printed it)."""
+    path = tmp_path / "twice.json"
+    path.write_text(
+        json.dumps(_doc([_op("a", flops=1)])).replace('"flops": 1', '"flops": 1, "flops": 9')
+    )
+    _graph_error(path, str(path), "key 'flops' is given twice in one object")
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps(_doc([_op("a"), _op("b")])).replace('"b"', '"\\udc00"'))
+    _graph_error(path, str(path), "lone surrogate")
+    paired = tmp_path / "paired.json"  # an escaped pair is one character: fine
+    paired.write_text(json.dumps(_doc([_op("a"), _op("\U0001f600")])))
+    assert "\\ud83d\\ude00" in paired.read_text()
+    assert OpGraph.load(paired).names[1] == "\U0001f600"
+
+
+def test_a_cluster_key_given_twice_names_its_line(tmp_path):
+    path = _cluster_file(tmp_path, "devices:\n  - {name: a, type: p100, memory: 16e9, memory: 1}\n")
+    _cluster_error(path, str(path), "line 2", "key 'memory' is given twice in one mapping")
+
+
 def test_integer_too_long_to_parse_names_the_file_and_field(tmp_path):
     path = tmp_path / "long.json"
     text = json.dumps(_doc([_op("a", flops=0)])).replace('"flops": 0', '"flops": ' + "7" * 5000)
