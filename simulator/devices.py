@@ -66,7 +66,9 @@ class Roofline:
             raise ClusterError(f"roofline efficiency must map {list(OP_CLASSES)} to numbers")
         numbers.update({f"efficiency[{k!r}]": v for k, v in self.efficiency.items()})
         for key, value in numbers.items():
-            if not is_amount(abs(value) if isinstance(value, int | float) else value):
+            if isinstance(value, bool) or not is_amount(
+                abs(value) if isinstance(value, int | float) else value
+            ):
                 raise ClusterError(
                     f"roofline {key} must be a finite number, got {short_repr(value)}"
                 )
