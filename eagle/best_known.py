@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -242,9 +243,11 @@ def _run_revision(summary: Mapping[str, Any]) -> str:
 
 
 def _relative(text: str) -> str:
-    """`text` with this clone's absolute path taken out, so a record reads the same
-    from any clone (a search started from `results/best_known/.../placement.json`)."""
-    return text.replace(f"{DEFAULT_DIR.parents[1]}/", "")
+    """`text` with this clone's absolute path taken out, and any other clone's or
+    worktree's before its `results/best_known/`, so a record reads the same from any
+    clone (a search started from `results/best_known/.../placement.json`)."""
+    text = text.replace(f"{DEFAULT_DIR.parents[1]}/", "")
+    return re.sub(r"(?<![\w.-])/\S*/(results/best_known/)", r"\1", text)
 
 
 def _command(candidate: Path) -> str:

@@ -172,3 +172,14 @@ def test_a_search_started_from_a_file_says_so_and_its_start_time(cached_small_su
     assert record.found_by.startswith(
         f"local_search seed 0, from {start} ({ms(single_summary['best_step_time'])} ms), "
     )
+
+
+def test_a_record_names_a_start_in_the_records_folder_the_same_from_any_clone():
+    text = "from /tmp/wt/results/best_known/gnmt__p100x8/placement.json (439.6 ms)"
+    assert (
+        best_known._relative(text)
+        == "from results/best_known/gnmt__p100x8/placement.json (439.6 ms)"
+    )
+    mine = f"{best_known.DEFAULT_DIR}/bert__p100x4/placement.json"
+    assert best_known._relative(mine) == "results/best_known/bert__p100x4/placement.json"
+    assert best_known._relative("from /home/me/mine.json") == "from /home/me/mine.json"
