@@ -308,33 +308,18 @@ def test_cluster_hex_integer_beyond_a_float_names_the_line(tmp_path):
 
 
 def test_cluster_links_pairs_must_be_a_list(tmp_path):
-    path = _cluster_file(
-        tmp_path,
-        _TWO_NO_HOST.replace(
-            "  pairs:\n    - {src: a, dst: b, bandwidth: 2e9, latency: 0}", "  pairs: 5"
-        ),
+    text = _TWO.replace(
+        "  pairs:\n    - {src: a, dst: b, bandwidth: 2e9, latency: 0}", "  pairs: 5"
     )
-    _cluster_error(path, str(path), "links.pairs must be a list of links, got 5")
+    _cluster_error(_cluster_file(tmp_path, text), "links.pairs must be a list of links, got 5")
 
 
 def test_a_numeric_host_name_is_a_host(tmp_path):
     """`host: 0` names host "0", as `name: 0` names device "0": read as no host, the
     contention between devices on it would be dropped without a word."""
-    text = _TWO_NO_HOST.replace("memory: 1e9}", "memory: 1e9, host: 0}")
+    text = _TWO.replace("host: h}", "host: 0}").replace("memory: 1e9}", "memory: 1e9, host: 0}")
     cluster = Cluster.load(_cluster_file(tmp_path, text))
     assert cluster.devices[0].host == cluster.devices[1].host == "0"
-
-
-_TWO_NO_HOST = """
-name: two
-devices:
-  - {name: a, type: p100, memory: 1e9}
-  - {name: b, type: p100, memory: 1e9}
-links:
-  default: {bandwidth: 1e9, latency: 0}
-  pairs:
-    - {src: a, dst: b, bandwidth: 2e9, latency: 0}
-"""
 
 
 @pytest.mark.parametrize(
