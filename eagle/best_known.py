@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -154,17 +155,21 @@ def check(folder: Path = DEFAULT_DIR) -> list[str]:
     return problems
 
 
-def refresh(folder: Path = DEFAULT_DIR) -> list[str]:
-    """Re-price every record on its problem as it is now: where its placement is still
-    valid, rewrite its step time and fingerprint (and note the date); one line each. An
-    invalid one is left as it is and named (its placement no longer fits: replace it
-    with `update`)."""
-    lines = []
+def refresh(folder: Path = DEFAULT_DIR) -> tuple[list[str], int]:
+    """Re-price every record on its problem as it is now: where its placement still fits
+    and is valid, rewrite its step time and fingerprint (and note the date). One line
+    each, and how many were left as they were (a placement that no longer fits, or is
+    now invalid: `update` replaces such a record with any valid run)."""
+    lines, stale = [], 0
     for r in read_records(folder):
         problem = record_problem(r)
-        step_time, valid, reason = simulate_file(problem, r.path / run_dir.PLACEMENT)
+        try:
+            step_time, valid, reason = simulate_file(problem, r.path / run_dir.PLACEMENT)
+        except BestKnownError as e:  # e.g. a capture that renamed ops
+            valid, reason = False, f"its placement no longer fits: {e}"
         if not valid:
-            lines.append(f"{r.path.name}: now invalid ({reason}); record kept as it was")
+            lines.append(f"{r.path.name}: now invalid ({reason}); left as it was")
+            stale += 1
             continue
         if step_time == r.step_time and r.fingerprint == problem.fingerprint:
             lines.append(f"{r.path.name}: unchanged, {ms(step_time)} ms")
@@ -174,7 +179,7 @@ def refresh(folder: Path = DEFAULT_DIR) -> list[str]:
                        refreshed=datetime.date.today().isoformat())  # fmt: skip
         run_dir.write_json(r.path / "summary.json", summary)
         lines.append(f"{r.path.name}: {ms(r.step_time)} -> {ms(step_time)} ms, refreshed")
-    return lines
+    return lines, stale
 
 
 def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
@@ -203,7 +208,10 @@ def update(candidate: Path, folder: Path = DEFAULT_DIR) -> str:
     target = folder / record_name(problem.suite, variant, cluster)
     if (target / "summary.json").exists():
         record_by = run_dir.json_object(target / "summary.json").get("found_by")
-        old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
+        try:
+            old_time, old_valid, _ = simulate_file(problem, target / run_dir.PLACEMENT)
+        except BestKnownError:  # a record whose placement no longer fits: any valid run wins
+            old_time, old_valid = math.inf, False
         if old_valid and old_time <= step_time:
             return f"{candidate}: {ms(step_time)} ms, not faster than the record's " \
                 f"{ms(old_time)} ms ({record_by}); record kept"  # fmt: skip
@@ -283,8 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(read_records(args.dir)) - len(moved)} records simulate to their step time")
             return 1 if moved else 0
         elif args.command == "refresh":
-            for line in refresh(args.dir):
+            lines, stale = refresh(args.dir)
+            for line in lines:
                 print(line)
+            return 1 if stale else 0
         else:
             for r in read_records(args.dir):
                 print(f"{r.path.name:<28}{ms(r.step_time):>10} ms  {r.found_by}")

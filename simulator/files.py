@@ -124,10 +124,11 @@ class _KeyTwiceError(ValueError):
 
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object, refusing a key given twice (json keeps the last without a word)."""
-    doc = dict(pairs)
-    if len(doc) < len(pairs):
-        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
-        raise _KeyTwiceError(f"key {twice!r} is given twice in one object; keep one")
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise _KeyTwiceError(f"key {key!r} is given twice in one object; keep one")
+        doc[key] = value
     return doc
 
 
@@ -191,13 +192,14 @@ class NoAliasLoader(yaml.SafeLoader):
         `{memory: 16e9, memory: 1}` would read as 1 byte."""
         seen = set()
         for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                if (key_node.tag, key_node.value) in seen:
+            if isinstance(key_node, yaml.ScalarNode):  # by value: `1` and `0x1` are one key
+                key = self.construct_object(key_node)
+                if key in seen:
                     raise YamlRefused(
                         f"key {key_node.value!r} is given twice in one mapping; keep one",
                         key_node.start_mark,
                     )
-                seen.add((key_node.tag, key_node.value))
+                seen.add(key)
         return super().construct_mapping(node, deep)
 
 

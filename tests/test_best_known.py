@@ -69,17 +69,34 @@ def test_update_keeps_only_a_faster_valid_placement_and_check_sees_a_moved_recor
     summary.write_text(json.dumps({k: v for k, v in doc.items() if k != "fingerprint"}))
     assert best_known.check(records) == ["bert-small__p100x4: no fingerprint "
                                          "(`eagle-best refresh` adds it)"]  # fmt: skip
-    assert best_known.refresh(records) == [
-        f"bert-small__p100x4: {ms(doc['step_time'])} -> {ms(doc['step_time'])} ms, refreshed"
-    ]
+    assert best_known.refresh(records) == (
+        [f"bert-small__p100x4: {ms(doc['step_time'])} -> {ms(doc['step_time'])} ms, refreshed"],
+        0,
+    )
     assert best_known.check(records) == []
-    assert best_known.refresh(records) == [
-        f"bert-small__p100x4: unchanged, {ms(doc['step_time'])} ms"
-    ]
-
-    # records are data: what is damaged is named in one line, with the file
+    assert best_known.refresh(records) == (
+        [f"bert-small__p100x4: unchanged, {ms(doc['step_time'])} ms"],
+        0,
+    )
+    # a placement that no longer fits its problem (a capture renamed an op): refresh
+    # names it and fails, leaving it; `update` replaces it with any valid run, slower too
     placement = record.path / "placement.json"
     good = placement.read_text()
+    renamed = json.loads(good)
+    renamed["renamed_op"] = renamed.pop(next(iter(renamed)))
+    placement.write_text(json.dumps(renamed))
+    capsys.readouterr()
+    assert best_known.main(["refresh", "--dir", str(records)]) == 1
+    assert "bert-small__p100x4: now invalid (its placement no longer fits: " in (
+        capsys.readouterr().out
+    )
+    assert best_known.main(["update", str(single), "--dir", str(records)]) == 0
+    assert "the new record" in capsys.readouterr().out
+    assert best_known.read_records(records)[0].step_time == single_summary["best_step_time"]
+    summary.write_text(json.dumps(doc))
+    placement.write_text(good)
+
+    # records are data: what is damaged is named in one line, with the file
     damaged = [
         (summary, "[1]", f"{summary}: not a best-known summary"),
         (summary, json.dumps({**doc, "step_time": float("nan")}), "step_time nan is not"),

@@ -137,6 +137,10 @@ def test_json_that_parses_but_misleads_names_the_file(tmp_path):
 def test_a_cluster_key_given_twice_names_its_line(tmp_path):
     path = _cluster_file(tmp_path, "devices:\n  - {name: a, type: p100, memory: 16e9, memory: 1}\n")
     _cluster_error(path, str(path), "line 2", "key 'memory' is given twice in one mapping")
+    # by value, not spelling: device_types keyed 1 and 0x1 are one type
+    twice = "device_types:\n  1: {peak_flops: 1e12, mem_bandwidth: 1e9}\n  0x1: {peak_flops: 1}\n"
+    path = _cluster_file(tmp_path, twice + "devices:\n  - {name: a, type: 1, memory: 1e9}\n")
+    _cluster_error(path, str(path), "line 3", "key '0x1' is given twice in one mapping")
 
 
 def test_integer_too_long_to_parse_names_the_file_and_field(tmp_path):

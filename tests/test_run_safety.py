@@ -176,9 +176,9 @@ def test_a_checkpoint_of_another_format_is_refused(files, tmp_path):
 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
-    [("format", [3, 3], r"another version of eagle-run \(checkpoint format tensor\(\[3, 3\]\)"),
+    [("format", "tensor", r"another version of eagle-run \(checkpoint format tensor\(\[3, 3\]\)"),
      ("meta", [1], r"is not an eagle-run checkpoint \(its meta\)"),
-     ("meta", {"seed": [0, 1]}, r"is not an eagle-run checkpoint \(its meta\)")],
+     ("meta", "a seed tensor", r"is not an eagle-run checkpoint \(its meta\)")],
 )  # fmt: skip
 def test_a_checkpoint_whose_header_is_not_plain_is_refused(files, tmp_path, key, value, message):
     """Tensors there once compared elementwise and ended in a traceback."""
@@ -187,7 +187,11 @@ def test_a_checkpoint_whose_header_is_not_plain_is_refused(files, tmp_path, key,
     out = tmp_path / "run"
     run(toy_cfg(files, "budget.samples=8"), out)
     doc = torch.load(out / "checkpoint.pt", weights_only=True)
-    doc[key] = torch.tensor(value) if key == "format" else value
+    tensors = {
+        "tensor": torch.tensor([3, 3]),
+        "a seed tensor": {**doc["meta"], "seed": torch.tensor([0, 1])},
+    }
+    doc[key] = tensors.get(value, value) if isinstance(value, str) else value
     torch.save(doc, out / "checkpoint.pt")
     with pytest.raises(RunError, match=message):
         run(toy_cfg(files, "budget.samples=16"), out)
