@@ -43,6 +43,12 @@ def op_class(op_type: str) -> str:
     return "other"
 
 
+def _finite(value: Any) -> bool:
+    """A number a float holds, of either sign (not a bool): its size is an amount. The
+    sign is left to each constant's own check, whose message says its range."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and is_amount(abs(value))
+
+
 @dataclass(frozen=True)
 class Roofline:
     """Per-device-type roofline constants; `source` says where the numbers come from."""
@@ -66,9 +72,7 @@ class Roofline:
             raise ClusterError(f"roofline efficiency must map {list(OP_CLASSES)} to numbers")
         numbers.update({f"efficiency[{k!r}]": v for k, v in self.efficiency.items()})
         for key, value in numbers.items():
-            if isinstance(value, bool) or not is_amount(
-                abs(value) if isinstance(value, int | float) else value
-            ):
+            if not _finite(value):
                 raise ClusterError(
                     f"roofline {key} must be a finite number, got {short_repr(value)}"
                 )
